@@ -1,0 +1,59 @@
+"""Project sessions. Every session runs inside the uv workspace environment (`uv sync`)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["ci"]
+
+PACKAGES = [
+    "packages/hermes-protocols/src",
+    "packages/hermes-parsers/src",
+    "packages/hermes-loop/src",
+    "packages/hermes-sandbox/src",
+    "packages/hermes-envs/src",
+    "apps/atropos_env/src",
+    "apps/batch_runner/src",
+]
+RUN = ("uv", "run", "--frozen", "--no-sync")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff lint + format check, and the package dependency rule (import-linter)."""
+    session.run(*RUN, "ruff", "check", ".")
+    session.run(*RUN, "ruff", "format", "--check", ".")
+    session.run(*RUN, "lint-imports", "--no-cache")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on every package and app."""
+    session.run(*RUN, "mypy", *PACKAGES, "noxfile.py", "benchmarks")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile."""
+    session.run(*RUN, "pytest", "--hypothesis-profile=ci", *session.posargs)
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """Only the end-to-end tests (real model, real sandboxes, real servers)."""
+    session.run(*RUN, "pytest", "-m", "e2e", "--hypothesis-profile=ci", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run every benchmark script; each writes its section of docs/benchmarks.md."""
+    session.run(*RUN, "python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session
+def ci(session: nox.Session) -> None:
+    """Everything CI checks: lint, typecheck, tests."""
+    session.notify("lint")
+    session.notify("typecheck")
+    session.notify("tests")

@@ -1,0 +1,79 @@
+"""Token traces: ids, loss mask and logprobs that stay aligned by construction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, TypeAlias
+
+import attrs
+
+TokenSource: TypeAlias = Literal["sampler", "retokenized"]
+
+
+def _check_aligned(instance: TokenTrace, _attribute: object, _value: object) -> None:
+    n = len(instance.ids)
+    if len(instance.mask) != n or len(instance.logprobs) != n:
+        raise ValueError(
+            f"token trace is misaligned: {n} ids, {len(instance.mask)} mask entries, "
+            f"{len(instance.logprobs)} logprobs"
+        )
+
+
+@attrs.frozen(slots=True)
+class TokenTrace:
+    """A token sequence with a per-token loss mask (1 = trainable) and logprobs.
+
+    Non-trainable positions (prompt, tool results, template bridges) carry logprob 0.0 and mask 0;
+    trainable positions carry the sampler's logprob. ``source`` is ``"sampler"`` when the ids are
+    what the sampler produced and ``"retokenized"`` when they were rebuilt from text (phase 1);
+    retokenized traces are never sampler-exact training data.
+    """
+
+    ids: tuple[int, ...] = attrs.field(default=(), converter=tuple, validator=_check_aligned)
+    mask: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    logprobs: tuple[float, ...] = attrs.field(default=(), converter=tuple)
+    source: TokenSource = "sampler"
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def append_context(self, ids: Sequence[int]) -> TokenTrace:
+        """Return a trace extended with non-trainable ids (prompt, tool results, bridges)."""
+        return TokenTrace(
+            ids=self.ids + tuple(ids),
+            mask=self.mask + (0,) * len(ids),
+            logprobs=self.logprobs + (0.0,) * len(ids),
+            source=self.source,
+        )
+
+    def append_generated(self, ids: Sequence[int], logprobs: Sequence[float]) -> TokenTrace:
+        """Return a trace extended with sampled ids and their logprobs (trainable)."""
+        if len(ids) != len(logprobs):
+            raise ValueError(f"{len(ids)} generated ids but {len(logprobs)} logprobs")
+        return TokenTrace(
+            ids=self.ids + tuple(ids),
+            mask=self.mask + (1,) * len(ids),
+            logprobs=self.logprobs + tuple(logprobs),
+            source=self.source,
+        )
+
+    @property
+    def num_trainable(self) -> int:
+        return sum(self.mask)
+
+
+@attrs.frozen(slots=True)
+class DriftReport:
+    """Difference between the trace and a re-render + re-tokenization of the final messages.
+
+    ``positions`` lists the first mismatching indices (capped); ``length_delta`` is
+    ``len(retokenized) - len(trace)``. Zero mismatches and zero delta mean no drift.
+    """
+
+    mismatches: int
+    length_delta: int
+    positions: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def drifted(self) -> bool:
+        return self.mismatches > 0 or self.length_delta != 0
