@@ -10,7 +10,9 @@ from pathlib import Path
 
 def main(selected: list[str]) -> int:
     folder = Path(__file__).parent
-    names = sorted(m.name for m in pkgutil.iter_modules([str(folder)]) if m.name.startswith("bench_"))
+    names = sorted(
+        m.name for m in pkgutil.iter_modules([str(folder)]) if m.name.startswith("bench_")
+    )
     if selected:
         names = [n for n in names if any(s in n for s in selected)]
     if not names:

@@ -24,7 +24,10 @@ noisy, so absolute numbers matter less than the ratios.
 
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
-    return f"{platform.system()} {platform.release()}, {os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+    return (
+        f"{platform.system()} {platform.release()}, {os.cpu_count()} cores, {cpu}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def median(values: Sequence[float]) -> float:

@@ -21,8 +21,12 @@ PACKAGES = ["protocols", "parsers", "loop", "sandbox", "envs"]
 def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(src_root)}
     return subprocess.run(
-        [sys.executable, "-m", "importlinter.cli", "--config", str(ROOT / "pyproject.toml"),
-         "--no-cache"],
+        [
+            str(Path(sys.executable).parent / "lint-imports"),
+            "--config",
+            str(ROOT / "pyproject.toml"),
+            "--no-cache",
+        ],
         cwd=src_root,
         env=env,
         capture_output=True,
@@ -35,15 +39,16 @@ def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
 def _copy_sources(tmp_path: Path) -> Path:
     src_root = tmp_path / "src"
     for name in PACKAGES:
-        shutil.copytree(ROOT / f"packages/hermes-{name}/src/hermes_{name}",
-                        src_root / f"hermes_{name}")
+        shutil.copytree(
+            ROOT / f"packages/hermes-{name}/src/hermes_{name}", src_root / f"hermes_{name}"
+        )
     return src_root
 
 
 def test_real_tree_keeps_the_rule(tmp_path: Path) -> None:
     result = _lint_imports(_copy_sources(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "broken" not in result.stdout.lower().replace("0 broken", "")
+    assert "Contracts: 2 kept, 0 broken." in result.stdout
 
 
 @pytest.mark.parametrize(("importer", "imported"), [("loop", "parsers"), ("protocols", "envs")])

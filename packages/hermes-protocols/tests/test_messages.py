@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from hermes_protocols import ConversionError, Message, ToolCall
 
 

@@ -4,9 +4,6 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from hermes_protocols import ConversionError, Message, ToolSchema
 from hermes_protocols.convert import (
     message_from_openai,
@@ -16,8 +13,9 @@ from hermes_protocols.convert import (
     tools_from_openai,
     tools_to_openai,
 )
-
 from hermes_protocols.strategies import json_objects, messages, texts
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @settings(max_examples=300)
@@ -67,14 +65,20 @@ def test_text_parts_are_joined() -> None:
         ({"role": "user", "content": 3}, "content"),
         ({"role": "user", "content": [{"type": "image_url", "image_url": {}}]}, "text part"),
         (
-            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f",
-                                                   "arguments": {"x": 1}}}]},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {"x": 1}}}],
+            },
             "JSON string",
         ),
-        ({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
-         "'id'"),
-        ({"role": "assistant", "tool_calls": [{"id": "a", "function": {"arguments": "{}"}}]},
-         "name"),
+        (
+            {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+            "'id'",
+        ),
+        (
+            {"role": "assistant", "tool_calls": [{"id": "a", "function": {"arguments": "{}"}}]},
+            "name",
+        ),
         ({"role": "assistant", "tool_calls": "nope"}, "list"),
         ({"role": "user", "content": "x", "name": 5}, "'name'"),
     ],

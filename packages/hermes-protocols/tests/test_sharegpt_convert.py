@@ -4,13 +4,11 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
-
 from hermes_protocols import ConversionError, Message, ToolCall
 from hermes_protocols.convert import from_sharegpt, to_sharegpt
-
 from hermes_protocols.strategies import identifiers, json_objects, messages
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 _TAGS = ("<think>", "</think>", "<tool_call>", "</tool_call>")
 

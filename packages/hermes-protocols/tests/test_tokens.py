@@ -1,10 +1,9 @@
 from __future__ import annotations
 
 import pytest
+from hermes_protocols import Generation, TokenTrace
 from hypothesis import given
 from hypothesis import strategies as st
-
-from hermes_protocols import Generation, TokenTrace
 
 ids = st.lists(st.integers(min_value=0, max_value=200_000), max_size=20)
 

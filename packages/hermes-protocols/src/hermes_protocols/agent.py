@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -56,6 +56,18 @@ class TurnStats:
     finish_reason: str = "stop"
 
 
+def _messages(values: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(values)
+
+
+def _tool_errors(values: Iterable[ToolCallError]) -> tuple[ToolCallError, ...]:
+    return tuple(values)
+
+
+def _turn_stats(values: Iterable[TurnStats]) -> tuple[TurnStats, ...]:
+    return tuple(values)
+
+
 @attrs.frozen(slots=True)
 class AgentResult:
     """Everything one agent rollout produced, complete even when it stopped early.
@@ -64,12 +76,12 @@ class AgentResult:
     it, in which case its ``source`` is ``"retokenized"``.
     """
 
-    messages: tuple[Message, ...] = attrs.field(converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(converter=_messages)
     stop_reason: StopReason
     turns: int
     trace: TokenTrace | None = None
-    tool_errors: tuple[ToolCallError, ...] = attrs.field(default=(), converter=tuple)
-    turn_stats: tuple[TurnStats, ...] = attrs.field(default=(), converter=tuple)
+    tool_errors: tuple[ToolCallError, ...] = attrs.field(default=(), converter=_tool_errors)
+    turn_stats: tuple[TurnStats, ...] = attrs.field(default=(), converter=_turn_stats)
     drift: DriftReport | None = None
     error: str | None = None
     metadata: JSONObject = attrs.field(factory=dict)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
 from hermes_protocols.json_types import JSONObject
 from hermes_protocols.messages import Message
+from hermes_protocols.tokens import _floats, _ints
 from hermes_protocols.tools import ToolSchema
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "abort"]
+
+
+def _strs(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
 
 
 @attrs.frozen(slots=True)
@@ -23,7 +28,7 @@ class SamplingParams:
     top_k: int = 0
     max_tokens: int = 1024
     seed: int | None = None
-    stop: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    stop: tuple[str, ...] = attrs.field(default=(), converter=_strs)
 
 
 @attrs.frozen(slots=True)
@@ -42,11 +47,15 @@ class ChatChoice:
     finish_reason: FinishReason
 
 
+def _choices(values: Iterable[ChatChoice]) -> tuple[ChatChoice, ...]:
+    return tuple(values)
+
+
 @attrs.frozen(slots=True)
 class ChatResult:
     """A chat backend's answer: ``n`` choices and the request's usage."""
 
-    choices: tuple[ChatChoice, ...] = attrs.field(converter=tuple)
+    choices: tuple[ChatChoice, ...] = attrs.field(converter=_choices)
     usage: Usage = Usage()
 
 
@@ -54,8 +63,8 @@ class ChatResult:
 class Generation:
     """A token backend's answer: generated ids (EOS included when sampled) with logprobs."""
 
-    ids: tuple[int, ...] = attrs.field(converter=tuple)
-    logprobs: tuple[float, ...] = attrs.field(converter=tuple)
+    ids: tuple[int, ...] = attrs.field(converter=_ints)
+    logprobs: tuple[float, ...] = attrs.field(converter=_floats)
     finish_reason: FinishReason
 
     def __attrs_post_init__(self) -> None:
@@ -82,8 +91,9 @@ class ChatBackend(Protocol):
 class TokenBackend(Protocol):
     """Phase 2: prompt ids in, generated ids + per-token logprobs + finish reason out."""
 
-    async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
-        ...
+    async def generate(
+        self, prompt_ids: Sequence[int], *, sampling: SamplingParams
+    ) -> Generation: ...
 
 
 @runtime_checkable

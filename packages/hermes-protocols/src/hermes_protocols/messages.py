@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Literal, TypeAlias
 
 import attrs
@@ -54,13 +55,17 @@ def _check_message(instance: Message, _attribute: attrs.Attribute[object], _valu
         raise ConversionError(f"only assistant messages carry reasoning, not {instance.role!r}")
 
 
+def _calls(values: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(values)
+
+
 @attrs.frozen(slots=True)
 class Message:
     """A chat message. ``content`` is ``None`` only for assistant turns that only call tools."""
 
     role: Role = attrs.field(validator=_check_message)
     content: str | None = None
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
     tool_call_id: str | None = None
     name: str | None = None
     reasoning: str | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -49,14 +49,22 @@ class ToolParseError:
     raw: str = ""
 
 
+def _calls(values: Iterable[ParsedToolCall]) -> tuple[ParsedToolCall, ...]:
+    return tuple(values)
+
+
+def _errors(values: Iterable[ToolParseError]) -> tuple[ToolParseError, ...]:
+    return tuple(values)
+
+
 @attrs.frozen(slots=True)
 class ParsedTurn:
     """One assistant turn split into content, reasoning, tool calls and parse errors."""
 
     content: str | None
     reasoning: str | None = None
-    tool_calls: tuple[ParsedToolCall, ...] = attrs.field(default=(), converter=tuple)
-    errors: tuple[ToolParseError, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ParsedToolCall, ...] = attrs.field(default=(), converter=_calls)
+    errors: tuple[ToolParseError, ...] = attrs.field(default=(), converter=_errors)
 
 
 @attrs.frozen(slots=True)
@@ -120,8 +128,9 @@ class ToolCallParser(Protocol):
     @property
     def name(self) -> str: ...
 
-    def parse(self, text: str, *, tools: Sequence[Mapping[str, Any]] | None = None) -> ParsedTurn:
-        ...
+    def parse(
+        self, text: str, *, tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> ParsedTurn: ...
 
     def render(
         self,
@@ -131,5 +140,6 @@ class ToolCallParser(Protocol):
         reasoning: str | None = None,
     ) -> str: ...
 
-    def stream(self, *, tools: Sequence[Mapping[str, Any]] | None = None) -> StreamingToolCallParser:
-        ...
+    def stream(
+        self, *, tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> StreamingToolCallParser: ...

@@ -11,8 +11,12 @@ from hypothesis import strategies as st
 
 from hermes_protocols import Message, ToolCall
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.text() | st.floats(
-    allow_nan=False, allow_infinity=False
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
 )
 json_values = st.recursive(
     json_scalars,

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal, TypeAlias
 
 import attrs
 
 TokenSource: TypeAlias = Literal["sampler", "retokenized"]
+
+
+def _ints(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(values)
+
+
+def _floats(values: Iterable[float]) -> tuple[float, ...]:
+    return tuple(values)
 
 
 def _check_aligned(instance: TokenTrace, _attribute: object, _value: object) -> None:
@@ -29,9 +37,9 @@ class TokenTrace:
     retokenized traces are never sampler-exact training data.
     """
 
-    ids: tuple[int, ...] = attrs.field(default=(), converter=tuple, validator=_check_aligned)
-    mask: tuple[int, ...] = attrs.field(default=(), converter=tuple)
-    logprobs: tuple[float, ...] = attrs.field(default=(), converter=tuple)
+    ids: tuple[int, ...] = attrs.field(default=(), converter=_ints, validator=_check_aligned)
+    mask: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    logprobs: tuple[float, ...] = attrs.field(default=(), converter=_floats)
     source: TokenSource = "sampler"
 
     def __len__(self) -> int:
@@ -72,7 +80,7 @@ class DriftReport:
 
     mismatches: int
     length_delta: int
-    positions: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    positions: tuple[int, ...] = attrs.field(default=(), converter=_ints)
 
     @property
     def drifted(self) -> bool:

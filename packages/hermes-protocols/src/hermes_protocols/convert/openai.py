@@ -170,7 +170,7 @@ def messages_to_openai(messages: Iterable[Message]) -> list[JSONObject]:
 
 
 def messages_from_openai(data: Sequence[Mapping[str, Any]]) -> list[Message]:
-    if isinstance(data, (str, bytes)) or not isinstance(data, Sequence):
+    if not isinstance(data, list | tuple):
         raise ConversionError("messages must be a JSON list of message objects")
     out: list[Message] = []
     for index, item in enumerate(data):

@@ -41,21 +41,25 @@ def _gpt_value(message: Message, index: int) -> str:
     parts: list[str] = []
     if message.reasoning is not None:
         if "</think>" in message.reasoning:
-            raise ConversionError(f"messages[{index}]: reasoning containing '</think>' cannot be "
-                                  "written as ShareGPT")
+            raise ConversionError(
+                f"messages[{index}]: reasoning containing '</think>' cannot be written as ShareGPT"
+            )
         parts.append(f"{_THINK_OPEN}{message.reasoning}{_THINK_CLOSE}")
     if message.content:
         if any(tag in message.content for tag in _TAGS):
-            raise ConversionError(f"messages[{index}]: content containing <think>/<tool_call> "
-                                  "tags cannot be written as ShareGPT unambiguously")
+            raise ConversionError(
+                f"messages[{index}]: content containing <think>/<tool_call> "
+                "tags cannot be written as ShareGPT unambiguously"
+            )
         parts.append(message.content)
     for call in message.tool_calls:
         try:
             arguments = call.parsed_arguments()
         except ConversionError as exc:
             raise ConversionError(f"messages[{index}]: {exc}") from exc
-        parts.append(f"{_CALL_OPEN}{_dumps({'name': call.name, 'arguments': arguments})}"
-                     f"{_CALL_CLOSE}")
+        parts.append(
+            f"{_CALL_OPEN}{_dumps({'name': call.name, 'arguments': arguments})}{_CALL_CLOSE}"
+        )
     return "\n".join(parts)
 
 
@@ -66,8 +70,11 @@ def to_sharegpt(messages: Iterable[Message]) -> list[dict[str, str]]:
         if message.role == "assistant":
             value = _gpt_value(message, index)
         elif message.role == "tool":
-            payload = {"tool_call_id": message.tool_call_id, "name": message.name,
-                       "content": message.content or ""}
+            payload = {
+                "tool_call_id": message.tool_call_id,
+                "name": message.name,
+                "content": message.content or "",
+            }
             value = f"{_RESP_OPEN}{_dumps(payload)}{_RESP_CLOSE}"
         else:
             value = message.content or ""
@@ -88,10 +95,14 @@ def _split_calls(value: str, where: str) -> tuple[str, list[JSONObject]]:
             call = json.loads(body)
         except json.JSONDecodeError as exc:
             raise ConversionError(f"{where}: tool call is not valid JSON: {exc}") from exc
-        if (not isinstance(call, dict) or not isinstance(call.get("name"), str)
-                or not isinstance(call.get("arguments"), dict)):
-            raise ConversionError(f"{where}: a tool call needs a string 'name' and an object "
-                                  "'arguments'")
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("name"), str)
+            or not isinstance(call.get("arguments"), dict)
+        ):
+            raise ConversionError(
+                f"{where}: a tool call needs a string 'name' and an object 'arguments'"
+            )
         calls.append(call)
         rest = rest[:start]
         if rest.endswith("\n"):
@@ -139,13 +150,15 @@ def from_sharegpt(conversations: Sequence[Mapping[str, Any]]) -> list[Message]:
             raise ConversionError(f"conversations[{index}] must be an object")
         source, value = entry.get("from"), entry.get("value")
         if source not in ("system", "human", "gpt", "tool"):
-            raise ConversionError(f"conversations[{index}]: 'from' must be system, human, gpt "
-                                  f"or tool, got {source!r}")
+            raise ConversionError(
+                f"conversations[{index}]: 'from' must be system, human, gpt or tool, got {source!r}"
+            )
         if not isinstance(value, str):
             raise ConversionError(f"conversations[{index}]: 'value' must be a string")
         entries.append((source, value))
-    tool_payloads = {i: _parse_tool(v, f"conversations[{i}]")
-                     for i, (s, v) in enumerate(entries) if s == "tool"}
+    tool_payloads = {
+        i: _parse_tool(v, f"conversations[{i}]") for i, (s, v) in enumerate(entries) if s == "tool"
+    }
     messages: list[Message] = []
     for index, (source, value) in enumerate(entries):
         where = f"conversations[{index}]"
@@ -157,11 +170,15 @@ def from_sharegpt(conversations: Sequence[Mapping[str, Any]]) -> list[Message]:
             payload = tool_payloads[index]
             call_id = payload.get("tool_call_id")
             name = payload.get("name")
-            messages.append(Message.tool(
-                payload["content"],
-                tool_call_id=call_id if isinstance(call_id, str) and call_id else f"call_{index}",
-                name=name if isinstance(name, str) else None,
-            ))
+            messages.append(
+                Message.tool(
+                    payload["content"],
+                    tool_call_id=call_id
+                    if isinstance(call_id, str) and call_id
+                    else f"call_{index}",
+                    name=name if isinstance(name, str) else None,
+                )
+            )
         else:
             content, reasoning, calls = _parse_gpt(value, where)
             answers = []
@@ -172,8 +189,11 @@ def from_sharegpt(conversations: Sequence[Mapping[str, Any]]) -> list[Message]:
             tool_calls = []
             for k, call in enumerate(calls):
                 answer_id = answers[k].get("tool_call_id") if k < len(answers) else None
-                call_id = answer_id if isinstance(answer_id, str) and answer_id else f"call_{index}_{k}"
-                tool_calls.append(ToolCall(id=call_id, name=call["name"],
-                                           arguments=_dumps(call["arguments"])))
+                call_id = (
+                    answer_id if isinstance(answer_id, str) and answer_id else f"call_{index}_{k}"
+                )
+                tool_calls.append(
+                    ToolCall(id=call_id, name=call["name"], arguments=_dumps(call["arguments"]))
+                )
             messages.append(Message.assistant(content, tuple(tool_calls), reasoning))
     return messages

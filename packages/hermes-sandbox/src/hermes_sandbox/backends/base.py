@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import attrs
-
 from hermes_protocols import Slot
 
 
