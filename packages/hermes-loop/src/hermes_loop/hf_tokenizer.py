@@ -1,0 +1,80 @@
+"""A :class:`hermes_protocols.Tokenizer` over a local Hugging Face tokenizer directory.
+
+Needs the ``hf`` extra (``transformers``; fast tokenizers load without torch). Nothing is ever
+downloaded: the directory must hold ``tokenizer.json`` / ``tokenizer_config.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from hermes_protocols import ConfigError
+
+from hermes_loop.chat_template import JinjaChatTemplate
+
+
+class HFTokenizer:
+    """Ids <-> text with a transformers tokenizer, plus its chat template.
+
+    Build it with :meth:`from_directory` (blocking: run it at start-up, or use
+    :meth:`load` from async code) or wrap an already loaded tokenizer object.
+    """
+
+    def __init__(self, tokenizer: Any, *, chat_template: str | None = None) -> None:
+        self._tok = tokenizer
+        eos = tokenizer.eos_token_id
+        if eos is None:
+            raise ConfigError("the tokenizer has no eos_token_id; set eos_token in its config")
+        self._eos = int(eos)
+        source = chat_template if chat_template is not None else tokenizer.chat_template
+        self._template: JinjaChatTemplate | None = None
+        if isinstance(source, str):
+            self._template = JinjaChatTemplate(
+                source,
+                bos_token=tokenizer.bos_token or "",
+                eos_token=tokenizer.eos_token or "",
+            )
+
+    @classmethod
+    def from_directory(cls, path: str | Path, *, chat_template: str | None = None) -> HFTokenizer:
+        """Load a tokenizer from a local directory (never from the network)."""
+        directory = Path(path)
+        if not directory.is_dir():
+            raise ConfigError(f"tokenizer directory {directory} does not exist")
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ConfigError("HFTokenizer needs transformers: install hermes-loop[hf]") from exc
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load a tokenizer from {directory}: {exc}") from exc
+        return cls(tokenizer, chat_template=chat_template)
+
+    @classmethod
+    async def load(cls, path: str | Path, *, chat_template: str | None = None) -> HFTokenizer:
+        """:meth:`from_directory` in a worker thread."""
+        return await anyio.to_thread.run_sync(
+            lambda: cls.from_directory(path, chat_template=chat_template)
+        )
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._eos
+
+    @property
+    def chat_template(self) -> JinjaChatTemplate:
+        if self._template is None:
+            raise ConfigError("this tokenizer has no chat_template; pass one explicitly")
+        return self._template
+
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        ids = self._tok.encode(text, add_special_tokens=add_special_tokens)
+        return [int(i) for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text = self._tok.decode(list(ids), skip_special_tokens=False)
+        return str(text)
