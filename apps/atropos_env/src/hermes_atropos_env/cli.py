@@ -1,29 +1,159 @@
-"""Command line of the Atropos adapter (its behaviour lands with the atropos_env issue)."""
+"""Command line: ``atropos_env serve|process|evaluate [--env.* ...] [--openai.* ...]
+[--config file.yaml]``.
+
+The configuration is parsed and checked here, before any model or sandbox starts, so a config
+that makes no sense fails within seconds. The environment is then built with explicit config
+objects (a list-wrapped server config; wandb on only when a key is configured) and atroposlib's
+own run loop for the command is started.
+"""
 
 from __future__ import annotations
 
-import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
 
-DESCRIPTION = """\
+import anyio
+from hermes_protocols import ConfigError, HermesError
+
+from hermes_atropos_env.cli_args import build_configs, parse_argv
+from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
+from hermes_atropos_env.credentials import modal_credentials_configured, wandb_key_configured
+from hermes_atropos_env.source import RolloutSourceFactory
+from hermes_atropos_env.validation import KnownNames, validate_config
+
+COMMANDS = ("serve", "process", "evaluate")
+
+USAGE = """\
+usage: atropos_env {serve,process,evaluate} [--env.NAME VALUE ...] [--openai.NAME VALUE ...]
+                   [--config FILE.yaml]
+
 Run a hermes-envs environment as an Atropos (atroposlib 0.4.0) environment.
 
-  serve     register with a running `run-api` and stream scored groups to the trainer
-  process   generate groups offline and write them as JSONL plus an HTML view
-  evaluate  run the environment's eval split and write metrics and samples
+  serve     register with a running `run-api --host 127.0.0.1 --port N` and stream groups
+  process   generate --env.total_steps groups offline: JSONL + HTML (--env.data_path_to_save_groups)
+  evaluate  run the eval split, write metrics.json + samples.jsonl (--env.data_dir_to_save_evals)
 
-Not implemented yet: this command only describes what it will do.
+Phases: --openai.server_type embedded (default: in-process SmolLM2, exact tokens), sglang, vllm,
+llama_cpp (exact tokens from a server at --openai.base_url) or openai (chat, re-tokenized).
+See docs/atropos.md for every option.
 """
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="atropos_env",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+class Wiring(Protocol):
+    """What the CLI needs from the wired hermes-rl packages."""
+
+    def known_names(self) -> KnownNames: ...
+
+    def tokenizer_dir(self, inference: InferenceConfig) -> str: ...
+
+    @property
+    def source_factory(self) -> RolloutSourceFactory: ...
+
+
+def command_defaults(
+    command: str, parsed_env: dict[str, Any], *, wandb_available: bool
+) -> dict[str, Any]:
+    """Per-command defaults (atroposlib's, minus its forced wandb)."""
+    environment = str(parsed_env.get("environment", "endless_terminals"))
+    defaults: dict[str, Any] = {
+        "wandb_name": f"hermes_{environment}",
+        "use_wandb": wandb_available,
+    }
+    if command == "process":
+        defaults.update(
+            ensure_scores_are_not_same=False,
+            include_messages=True,
+            data_path_to_save_groups=f"data/hermes_{environment}.jsonl",
+        )
+    elif command == "evaluate":
+        defaults.update(data_dir_to_save_evals=f"eval_results/hermes_{environment}")
+    return defaults
+
+
+def resolve_wandb(env: HermesAtroposEnvConfig, *, wandb_available: bool) -> str | None:
+    """Turn wandb off when no key is configured; returns the notice to print, if any."""
+    if env.use_wandb and not wandb_available:
+        env.use_wandb = False
+        return (
+            "notice: wandb disabled: no WANDB_API_KEY or ~/.netrc entry for api.wandb.ai "
+            "(run `wandb login` to enable it)"
+        )
+    return None
+
+
+def prepare(
+    argv: Sequence[str], wiring: Wiring
+) -> tuple[str, HermesAtroposEnvConfig, InferenceConfig, list[str]]:
+    """Parse and check everything that can be checked before starting anything."""
+    parsed = parse_argv(argv, COMMANDS)
+    home = Path.home()
+    wandb_available = wandb_key_configured(os.environ, home)
+    env, inference = build_configs(
+        parsed, command_defaults(parsed.command, parsed.env, wandb_available=wandb_available)
     )
-    parser.add_argument("command", choices=["serve", "process", "evaluate"])
-    args = parser.parse_args(argv)
-    print(f"atropos_env {args.command}: not implemented yet", file=sys.stderr)
-    return 2
+    validate_config(
+        env,
+        inference,
+        known=wiring.known_names(),
+        modal_credentials=modal_credentials_configured(os.environ, home),
+    )
+    notices = [n for n in [resolve_wandb(env, wandb_available=wandb_available)] if n]
+    return parsed.command, env, inference, notices
+
+
+async def _run(command: str, env_obj: Any) -> None:
+    if command == "serve":
+        await env_obj.env_manager()
+    elif command == "process":
+        await env_obj.process_manager()
+    else:
+        await env_obj._run_evaluate()
+
+
+def run(argv: Sequence[str], wiring: Wiring) -> int:
+    """Parse, check, build the environment and run the command's loop."""
+    from hermes_atropos_env.env import HermesAtroposEnv
+
+    command, env, inference, notices = prepare(argv, wiring)
+    for notice in notices:
+        print(notice, file=sys.stderr)
+    env.tokenizer_name = wiring.tokenizer_dir(inference)
+    env_obj = HermesAtroposEnv.create(env, inference, wiring.source_factory)
+    if command == "process":
+        env_obj.process_mode = True
+        env_obj.n_groups_to_process = env.total_steps
+        env_obj.group_size_to_process = env.group_size
+    print(
+        f"atropos_env {command}: environment={env.environment} pool={env.tool_pool_mode} "
+        f"server_type={inference.server_type} group_size={env.group_size} "
+        f"wandb={'on' if env.use_wandb else 'off'}",
+        file=sys.stderr,
+    )
+    anyio.run(_run, command, env_obj)
+    if command == "process":
+        print(f"wrote {env.data_path_to_save_groups}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help") or "--help" in args or "-h" in args:
+        print(USAGE)
+        return 0 if args else 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if wiring is None:
+        from hermes_atropos_env.wiring import HermesWiring
+
+        wiring = HermesWiring()
+    try:
+        return run(args, wiring)
+    except ConfigError as exc:
+        print(f"atropos_env: {exc}", file=sys.stderr)
+        return 2
+    except HermesError as exc:
+        print(f"atropos_env: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,134 @@
+"""Configuration of the adapter: the ``--env.*`` and ``--openai.*`` namespaces.
+
+``HermesAtroposEnvConfig`` extends atroposlib's ``BaseEnvConfig`` with the field names and
+meanings of hermes-agent's ``HermesAgentEnvConfig`` (toolsets, agent loop, terminal backend,
+dataset, parser, ``extra_body``) plus the sandbox-pool fields and ``max_tokens_per_turn``.
+``InferenceConfig`` is the ``--openai.*`` namespace with the phase-selecting ``server_type``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from atroposlib.envs.base import BaseEnvConfig  # type: ignore[import-untyped]
+from atroposlib.envs.server_handling.server_manager import APIServerConfig  # type: ignore[import-untyped]
+from pydantic import BaseModel, Field, model_validator
+
+ServerType = Literal["embedded", "openai", "sglang", "vllm", "llama_cpp"]
+ToolPoolMode = Literal["local", "bwrap", "docker", "modal", "nomad", "remote"]
+OverlongPolicy = Literal["drop", "truncate"]
+
+TOKEN_SERVER_TYPES: frozenset[str] = frozenset({"embedded", "sglang", "vllm", "llama_cpp"})
+
+
+class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
+    """``--env.*``: atroposlib's env config plus hermes-agent's agent-env fields."""
+
+    environment: str = Field(
+        default="endless_terminals", description="Registered hermes-envs environment name."
+    )
+    # toolsets (hermes-agent semantics: enabled_toolsets XOR distribution, disabled filters)
+    enabled_toolsets: list[str] | None = Field(
+        default=None, description="Explicit toolsets to enable; None = the environment's own."
+    )
+    disabled_toolsets: list[str] | None = Field(
+        default=None, description="Toolsets removed from enabled_toolsets or the distribution."
+    )
+    distribution: str | None = Field(
+        default=None, description="Named toolset distribution, sampled once per group."
+    )
+    # agent loop
+    max_agent_turns: int = Field(default=30, description="Maximum LLM calls per rollout.")
+    system_prompt: str | None = Field(
+        default=None, description="System prompt replacing the environment's own."
+    )
+    agent_temperature: float = Field(default=1.0, description="Sampling temperature.")
+    max_tokens_per_turn: int = Field(
+        default=512,
+        description="max_tokens of one generation; max_token_length is the whole sequence.",
+    )
+    # terminal / sandbox pool
+    terminal_backend: ToolPoolMode | None = Field(
+        default=None, description="Alias of tool_pool_mode (hermes-agent's name)."
+    )
+    tool_pool_mode: ToolPoolMode = Field(default="bwrap", description="Sandbox backend.")
+    terminal_timeout: int = Field(default=120, description="Per-command timeout (seconds).")
+    terminal_lifetime: int = Field(
+        default=3600, description="Sandbox idle lifetime (seconds); longer than a rollout."
+    )
+    modal_image: str | None = Field(default=None, description="Modal image (registry tag).")
+    modal_slots_per_sandbox: int = Field(default=10, description="Slots per Modal sandbox.")
+    modal_min_sandboxes: int = Field(default=1, description="Modal sandboxes kept warm.")
+    modal_max_sandboxes: int = Field(default=8, description="Modal sandboxes at most.")
+    modal_cpu: float = Field(default=1.0, description="CPUs per Modal sandbox.")
+    modal_memory: int = Field(default=2048, description="Memory (MiB) per Modal sandbox.")
+    modal_gpu: str | None = Field(default=None, description="GPU type of Modal sandboxes.")
+    modal_secrets: list[str] | None = Field(default=None, description="Modal secret names.")
+    nomad_address: str | None = Field(default=None, description="Nomad HTTP API address.")
+    nomad_job_id: str | None = Field(default=None, description="Nomad job id of the pool.")
+    slots_per_container: int = Field(default=4, description="Slots per docker/nomad host.")
+    min_containers: int = Field(default=1, description="Hosts kept running.")
+    max_containers: int = Field(default=4, description="Hosts at most.")
+    # dataset
+    dataset_name: str | None = Field(default=None, description="Dataset name or local path.")
+    dataset_split: str = Field(default="train", description="Dataset split.")
+    prompt_field: str = Field(default="prompt", description="Dataset field with the prompt.")
+    max_items: int | None = Field(default=None, description="Stop after this many items.")
+    eval_split: str = Field(default="eval", description="Split used by `evaluate`.")
+    # parsing / provider
+    tool_call_parser: str = Field(default="hermes", description="Tool-call parser name.")
+    extra_body: dict[str, Any] | None = Field(
+        default=None, description="Passed untouched to OpenAI-compatible chat requests."
+    )
+    # group building
+    overlong_policy: OverlongPolicy = Field(
+        default="drop",
+        description="Sequences >= max_token_length: drop them or truncate (mask adjusted).",
+    )
+    seed: int = Field(default=0, description="Seed of item generation and sampling.")
+
+    @model_validator(mode="after")
+    def _apply_alias(self) -> HermesAtroposEnvConfig:
+        if self.terminal_backend is not None:
+            self.tool_pool_mode = self.terminal_backend
+        return self
+
+
+class InferenceConfig(BaseModel):
+    """``--openai.*``: where generations come from. No ``base_url`` = the embedded model."""
+
+    server_type: ServerType = Field(default="embedded", description="Inference phase/engine.")
+    base_url: str = Field(default="", description="Server URL; empty = embedded model.")
+    api_key: str = Field(default="", description="API key for the server.")
+    model_name: str = Field(default="default", description="Model name sent to the server.")
+    tokenizer_name: str = Field(
+        default="", description="HF tokenizer (local dir or hub name); empty = from the model."
+    )
+    model_path: str = Field(default="", description="Embedded: GGUF path; empty = SmolLM2.")
+    timeout: float = Field(default=120.0, description="Per-request timeout (seconds).")
+    num_max_requests_at_once: int = Field(default=8, description="Concurrent requests.")
+
+    @property
+    def token_mode(self) -> bool:
+        """True in phase 2 (exact tokens): every server type except ``openai``."""
+        return self.server_type in TOKEN_SERVER_TYPES
+
+
+def atropos_server_configs(inference: InferenceConfig) -> list[APIServerConfig]:
+    """The server list handed to ``BaseEnv``: always a list (trap: a bare ``APIServerConfig``
+    makes atroposlib's ServerManager target localhost:9004-9007 instead).
+
+    The adapter does its own inference; atroposlib only uses this for bookkeeping, so the
+    entry is an ``openai``-typed config with health checks off.
+    """
+    return [
+        APIServerConfig(
+            server_type="openai",
+            base_url=inference.base_url or "http://127.0.0.1:1/v1",
+            api_key=inference.api_key or "unused",
+            model_name=inference.model_name,
+            timeout=int(inference.timeout),
+            num_max_requests_at_once=inference.num_max_requests_at_once,
+            health_check=False,
+        )
+    ]

@@ -1,0 +1,182 @@
+"""Scored rollouts -> one atroposlib ``ScoredDataGroup`` per item.
+
+Rules: failed rollouts (infrastructure or otherwise unscored) are never sent as zero-reward data;
+overlong sequences are dropped or truncated (mask and logprobs cut with them); only complete
+groups (``group_size`` usable rollouts) are sent, because Atropos would otherwise merge partial
+groups of different items into one advantage group. Phase-2 groups carry the sampler's ids,
+masks (``-100`` = not trained) and ``inference_logprobs`` (``1.0`` filler where masked, the
+atroposlib convention); phase-1 groups carry re-tokenized ids, no logprobs, and say so in
+``group_overrides["token_source"]``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+from atroposlib.envs.base import ScoredDataGroup  # type: ignore[import-untyped]
+from hermes_protocols import FailureKind, Message, ScoredRollout, TokenTrace
+from hermes_protocols.convert import messages_to_openai
+
+from hermes_atropos_env.config import OverlongPolicy
+
+MASKED = -100
+MASKED_LOGPROB = 1.0
+
+Retokenize = Callable[[Sequence[Message]], TokenTrace]
+
+
+class Exclusion(enum.StrEnum):
+    """Why a rollout was left out of its group."""
+
+    INFRASTRUCTURE = "infrastructure_failure"
+    UNSCORED = "unscored_failure"
+    NO_TRACE = "no_token_trace"
+    NOT_SAMPLER_EXACT = "not_sampler_exact"
+    OVERLONG = "overlong_dropped"
+    NOTHING_TRAINABLE = "nothing_trainable"
+
+
+@attrs.frozen(slots=True)
+class GroupPolicy:
+    """How a group is built: sequence budget, overlong policy and phase."""
+
+    group_size: int
+    max_token_length: int
+    overlong_policy: OverlongPolicy = "drop"
+    token_mode: bool = True
+
+
+@attrs.frozen(slots=True)
+class GroupOutcome:
+    """The group to send (``None`` when incomplete) and what happened to each rollout."""
+
+    group: ScoredDataGroup | None
+    usable: tuple[ScoredRollout, ...]
+    excluded: tuple[tuple[ScoredRollout, Exclusion], ...]
+    truncated: int
+
+    @property
+    def exclusion_counts(self) -> Counter[str]:
+        return Counter(str(reason) for _, reason in self.excluded)
+
+
+def truncate_trace(trace: TokenTrace, limit: int) -> TokenTrace:
+    """The first ``limit`` positions of a trace, ids, mask and logprobs cut together."""
+    return TokenTrace(
+        ids=trace.ids[:limit],
+        mask=trace.mask[:limit],
+        logprobs=trace.logprobs[:limit],
+        source=trace.source,
+    )
+
+
+def _trace_for(
+    rollout: ScoredRollout, policy: GroupPolicy, retokenize: Retokenize | None
+) -> TokenTrace | Exclusion:
+    result = rollout.result
+    assert result is not None
+    trace = result.trace
+    if policy.token_mode:
+        if trace is None:
+            return Exclusion.NO_TRACE
+        if trace.source != "sampler":
+            return Exclusion.NOT_SAMPLER_EXACT
+        return trace
+    if trace is not None and trace.source == "retokenized":
+        return trace
+    if retokenize is None:
+        return Exclusion.NO_TRACE
+    return retokenize(result.messages)
+
+
+def _exclusion(rollout: ScoredRollout) -> Exclusion | None:
+    if rollout.failure is not None:
+        if rollout.failure.kind is FailureKind.INFRASTRUCTURE:
+            return Exclusion.INFRASTRUCTURE
+        return Exclusion.UNSCORED
+    if rollout.score is None or rollout.result is None:
+        return Exclusion.UNSCORED
+    if rollout.score.failure is FailureKind.INFRASTRUCTURE:
+        return Exclusion.INFRASTRUCTURE
+    return None
+
+
+def build_group(
+    rollouts: Sequence[ScoredRollout],
+    policy: GroupPolicy,
+    *,
+    retokenize: Retokenize | None = None,
+    generation_params: dict[str, Any] | None = None,
+) -> GroupOutcome:
+    """Build the ScoredDataGroup of one item's rollouts (see the module docstring)."""
+    usable: list[tuple[ScoredRollout, TokenTrace]] = []
+    excluded: list[tuple[ScoredRollout, Exclusion]] = []
+    truncated = 0
+    for rollout in rollouts:
+        reason = _exclusion(rollout)
+        if reason is not None:
+            excluded.append((rollout, reason))
+            continue
+        traced = _trace_for(rollout, policy, retokenize)
+        if isinstance(traced, Exclusion):
+            excluded.append((rollout, traced))
+            continue
+        if len(traced) >= policy.max_token_length:
+            if policy.overlong_policy == "drop":
+                excluded.append((rollout, Exclusion.OVERLONG))
+                continue
+            traced = truncate_trace(traced, policy.max_token_length - 1)
+            truncated += 1
+        if traced.num_trainable == 0:
+            excluded.append((rollout, Exclusion.NOTHING_TRAINABLE))
+            continue
+        usable.append((rollout, traced))
+    group = (
+        _assemble(usable, policy, generation_params) if len(usable) == policy.group_size else None
+    )
+    return GroupOutcome(
+        group=group,
+        usable=tuple(r for r, _ in usable),
+        excluded=tuple(excluded),
+        truncated=truncated,
+    )
+
+
+def _assemble(
+    usable: Sequence[tuple[ScoredRollout, TokenTrace]],
+    policy: GroupPolicy,
+    generation_params: dict[str, Any] | None,
+) -> ScoredDataGroup:
+    source = "sampler" if policy.token_mode else "retokenized"
+    first = usable[0][0]
+    return ScoredDataGroup(
+        tokens=[list(trace.ids) for _, trace in usable],
+        masks=[
+            [tok if m else MASKED for tok, m in zip(trace.ids, trace.mask, strict=True)]
+            for _, trace in usable
+        ],
+        scores=[float(r.score.reward) if r.score else 0.0 for r, _ in usable],
+        advantages=None,
+        ref_logprobs=None,
+        messages=[messages_to_openai(r.result.messages) if r.result else [] for r, _ in usable],
+        generation_params={**(generation_params or {}), "token_source": source},
+        inference_logprobs=(
+            [
+                [lp if m else MASKED_LOGPROB for lp, m in zip(t.logprobs, t.mask, strict=True)]
+                for _, t in usable
+            ]
+            if policy.token_mode
+            else None
+        ),
+        group_overrides={
+            "token_source": source,
+            "environment": first.env,
+            "item_id": first.item.id,
+        },
+        overrides=None,
+        images=None,
+    )
