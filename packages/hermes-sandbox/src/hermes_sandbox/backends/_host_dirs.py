@@ -1,0 +1,107 @@
+"""On-disk layout of directory-based hosts (local, bwrap): creation, ownership, orphan sweep.
+
+``<root>/<host_id>/owner.json`` records the process that owns the host (pid + start time), so
+an orphan sweep removes hosts of *dead* runs of the same pool and never a live pool's hosts.
+``<root>/<host_id>/slots/<i>`` are the slot workspaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import stat
+from collections.abc import Callable
+
+OWNER_FILE = "owner.json"
+HOST_ID_SEPARATOR = "--"
+SLOT_MARKER_VAR = "HERMES_SANDBOX_SLOT"
+
+
+def pool_of(host_id: str) -> str:
+    """The pool name a host id was made for (``<pool>--<suffix>``)."""
+    return host_id.rsplit(HOST_ID_SEPARATOR, 1)[0]
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def write_owner(host_dir: str) -> None:
+    pid = os.getpid()
+    with open(os.path.join(host_dir, OWNER_FILE), "w", encoding="utf-8") as f:
+        json.dump({"pid": pid, "start_time": _start_time(pid)}, f)
+
+
+def owner_alive(host_dir: str) -> bool:
+    try:
+        with open(os.path.join(host_dir, OWNER_FILE), encoding="utf-8") as f:
+            owner = json.load(f)
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    recorded = owner.get("start_time")
+    return recorded is not None and _start_time(pid) == recorded
+
+
+def _force_writable(func: Callable[..., object], path: str, _exc: object) -> None:
+    with contextlib.suppress(OSError):
+        os.chmod(os.path.dirname(path), stat.S_IRWXU)
+        os.chmod(path, stat.S_IRWXU)
+    with contextlib.suppress(FileNotFoundError):
+        func(path)
+
+
+def remove_tree(path: str) -> None:
+    """Remove ``path`` entirely, even trees whose modes were locked down by a sandbox."""
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=_force_writable)
+
+
+def empty_dir(path: str, owner: tuple[int, int] | None) -> None:
+    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch)."""
+    remove_tree(path)
+    os.makedirs(path, mode=0o700)
+    if owner is not None:
+        os.chown(path, *owner)
+
+
+def kill_marked(marker: str) -> int:
+    """SIGKILL every process whose environment has ``HERMES_SANDBOX_SLOT`` starting ``marker``."""
+    needle = f"{SLOT_MARKER_VAR}={marker}".encode()
+    killed = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if any(entry.startswith(needle) for entry in env.split(b"\0")):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def sweep(root: str, pool_name: str) -> int:
+    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone."""
+    if not os.path.isdir(root):
+        return 0
+    removed = 0
+    for name in sorted(os.listdir(root)):
+        host_dir = os.path.join(root, name)
+        if pool_of(name) != pool_name or not os.path.isdir(host_dir) or owner_alive(host_dir):
+            continue
+        kill_marked(name + "/")
+        remove_tree(host_dir)
+        removed += 1
+    return removed

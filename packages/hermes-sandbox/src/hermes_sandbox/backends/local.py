@@ -1,0 +1,136 @@
+"""The ``local`` backend: plain subprocesses in per-slot directories, with NO isolation.
+
+Commands see the whole machine as the user running hermes. Use it only for trusted code or
+where bwrap cannot run; the pool logs a warning when it is chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+
+import anyio
+import attrs
+from hermes_protocols import ExecResult, WorkspaceEscape
+
+from hermes_sandbox._paths import resolve_host_path
+from hermes_sandbox._process import kill_group, run_command
+from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends._slot_files import WorkspaceFiles
+from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.backends.directory_host import DirectoryHost
+from hermes_sandbox.backends.slot_env import SlotEnv
+from hermes_sandbox.limits import ResourceLimits
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ROOT = os.path.join(tempfile.gettempdir(), "hermes-sandbox")
+
+
+@attrs.frozen(slots=True)
+class LocalConfig:
+    """Settings of the ``local`` backend.
+
+    ``root_dir``: where host directories live. ``max_output_bytes``: cap of stdout and of
+    stderr per command (head + tail kept).
+    """
+
+    root_dir: str = os.path.join(DEFAULT_ROOT, "local")
+    limits: ResourceLimits = attrs.field(factory=ResourceLimits)
+    env: SlotEnv = attrs.field(factory=SlotEnv)
+    max_output_bytes: int = 1 << 20
+
+
+class LocalSlot:
+    """A workspace directory on the host; commands run there as plain subprocesses."""
+
+    def __init__(self, host_id: str, index: int, directory: str, config: LocalConfig) -> None:
+        self._slot_id = f"{host_id}/{index}"
+        self._marker = f"{self._slot_id}/"
+        self._dir = directory
+        self._config = config
+        self._files = WorkspaceFiles(directory, directory, None)
+        self._running: set[int] = set()
+
+    @property
+    def slot_id(self) -> str:
+        return self._slot_id
+
+    @property
+    def workspace(self) -> str:
+        return self._dir
+
+    def _cwd(self, cwd: str | None) -> str:
+        if cwd is None:
+            return self._dir
+        real = resolve_host_path(self._dir, cwd, self._dir)
+        if not os.path.isdir(real):
+            raise WorkspaceEscape(f"working directory {cwd!r} is not a directory in the workspace")
+        return real
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        prologue = self._config.limits.ulimit_prologue()
+        script = f"{prologue}\n{command}" if prologue else command
+        return await run_command(
+            ["bash", "-c", script],
+            timeout=timeout,
+            max_output_bytes=self._config.max_output_bytes,
+            cwd=self._cwd(cwd),
+            env=self._config.env.build(self._dir, self._marker, env),
+            stdin=stdin,
+            after_kill=self.kill_all,
+            running=self._running,
+        )
+
+    def kill_all(self) -> None:
+        for pgid in list(self._running):
+            kill_group(pgid)
+        _host_dirs.kill_marked(self._marker)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._files.read(path)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._files.write(path, data)
+
+    async def upload(self, local_path: str, remote_path: str) -> None:
+        await self._files.upload(local_path, remote_path)
+
+    async def download(self, remote_path: str, local_path: str) -> None:
+        await self._files.download(remote_path, local_path)
+
+
+class LocalBackend:
+    """Starts :class:`DirectoryHost` hosts whose slots are :class:`LocalSlot` (no isolation)."""
+
+    def __init__(self, config: LocalConfig | None = None) -> None:
+        self.config = config or LocalConfig()
+        logger.warning(
+            "hermes-sandbox: the 'local' backend runs commands WITHOUT isolation "
+            "(they can read and write anything this user can); use 'bwrap' for untrusted code"
+        )
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    async def start_host(self, spec: HostSpec) -> Host:
+        return await DirectoryHost.create(
+            spec,
+            self.config.root_dir,
+            lambda host_id, i, d: LocalSlot(host_id, i, d, self.config),
+            lambda _i: None,
+        )
+
+    async def sweep_orphans(self, pool_name: str) -> int:
+        return await anyio.to_thread.run_sync(_host_dirs.sweep, self.config.root_dir, pool_name)
