@@ -1,0 +1,350 @@
+"""The rollout runner: item -> slot -> setup -> agent -> verify (same slot) -> release.
+
+One rollout is one structured unit with a timeout per phase. Infrastructure failures (slot
+died, backend down, a phase timed out, setup or verification crashed) are retried in a fresh
+slot up to ``RunnerConfig.max_attempts`` and then reported as
+``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import attrs
+from hermes_protocols import (
+    Agent,
+    AgentResult,
+    ConfigError,
+    Environment,
+    FailureKind,
+    Item,
+    RolloutFailure,
+    Score,
+    ScoredRollout,
+    Slot,
+    SlotPool,
+    StopReason,
+    Toolset,
+)
+
+from hermes_envs.context import SlotRewardContext
+from hermes_envs.errors import PhaseTimeout
+from hermes_envs.toolsets import (
+    SlotToolExecutor,
+    ToolsetDistribution,
+    ToolsetSelection,
+    resolve_toolsets,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RolloutCallback = Callable[[ScoredRollout], Awaitable[None]]
+GroupCallback = Callable[[Item, Sequence[ScoredRollout]], Awaitable[None]]
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"RunnerConfig.{attribute.name} must be > 0, got {value}")
+
+
+@attrs.frozen(slots=True)
+class RunnerConfig:
+    """Group size, retry limit and per-phase timeouts (seconds)."""
+
+    group_size: int = attrs.field(default=1, validator=_positive)
+    max_attempts: int = attrs.field(default=3, validator=_positive)
+    retry_delay_s: float = 0.5
+    acquire_timeout: float = attrs.field(default=120.0, validator=_positive)
+    setup_timeout: float = attrs.field(default=600.0, validator=_positive)
+    agent_timeout: float = attrs.field(default=3600.0, validator=_positive)
+    verify_timeout: float = attrs.field(default=900.0, validator=_positive)
+    release_timeout: float = attrs.field(default=60.0, validator=_positive)
+
+
+@attrs.frozen(slots=True)
+class RunSummary:
+    """Counts of a :meth:`RolloutRunner.run_items` call."""
+
+    items: int
+    rollouts: int
+    scored: int
+    failed: int
+    mean_reward: float
+
+
+class _InfraFailure(Exception):
+    def __init__(self, phase: str, message: str) -> None:
+        super().__init__(f"{phase}: {message}")
+        self.phase = phase
+        self.message = message
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class RolloutRunner:
+    """Runs rollouts of one environment with an app-provided pool, agent and toolsets.
+
+    ``run_group(item)`` runs ``group_size`` members of one item, each in its own slot, with
+    toolsets resolved once for the group; ``run_items(items, concurrency=C, on_rollout=...)``
+    streams many items through the pool and calls back per finished rollout and per group.
+    """
+
+    def __init__(
+        self,
+        env: Environment,
+        pool: SlotPool,
+        agent: Agent,
+        toolsets: Sequence[Toolset],
+        *,
+        config: RunnerConfig | None = None,
+        distributions: Mapping[str, ToolsetDistribution] | None = None,
+    ) -> None:
+        self.env = env
+        self.pool = pool
+        self.agent = agent
+        self.toolsets = tuple(toolsets)
+        self.config = config or RunnerConfig()
+        self.distributions = dict(distributions or {})
+
+    def resolve_toolsets(self, selection: ToolsetSelection, *, seed: int) -> tuple[Toolset, ...]:
+        """The toolsets a group uses: deterministic for ``(selection, seed)``."""
+        return resolve_toolsets(
+            self.toolsets,
+            self.env.toolsets,
+            selection,
+            distributions=self.distributions,
+            rng=random.Random(seed),
+        )
+
+    async def run_group(
+        self,
+        item: Item,
+        *,
+        toolsets: Sequence[Toolset] | None = None,
+        selection: ToolsetSelection | None = None,
+        seed: int = 0,
+        group_size: int | None = None,
+        on_rollout: RolloutCallback | None = None,
+    ) -> list[ScoredRollout]:
+        """Run ``group_size`` rollouts of ``item`` concurrently, each in its own slot.
+
+        Pass ``toolsets`` to use them as they are, or a ``selection`` resolved once with
+        ``seed`` (the environment's allowed toolsets when both are omitted).
+        """
+        size = group_size or self.config.group_size
+        chosen = (
+            tuple(toolsets)
+            if toolsets is not None
+            else self.resolve_toolsets(selection or ToolsetSelection(), seed=seed)
+        )
+        results: list[ScoredRollout | None] = [None] * size
+
+        async def member(index: int) -> None:
+            rollout = await self.run_rollout(item, chosen, group_index=index)
+            results[index] = rollout
+            if on_rollout is not None:
+                await on_rollout(rollout)
+
+        async with anyio.create_task_group() as tg:
+            for index in range(size):
+                tg.start_soon(member, index)
+        return [r for r in results if r is not None]
+
+    async def run_items(
+        self,
+        items: Iterable[Item] | AsyncIterable[Item],
+        *,
+        concurrency: int,
+        selection: ToolsetSelection | None = None,
+        seed: int = 0,
+        on_rollout: RolloutCallback | None = None,
+        on_group: GroupCallback | None = None,
+    ) -> RunSummary:
+        """Run a group per item with at most ``concurrency`` rollouts in flight.
+
+        Group ``k`` resolves its toolsets with seed ``seed + k``. Callbacks run in the task
+        that finished the rollout/group; an exception in one cancels the whole run.
+        """
+        if concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
+        limiter = anyio.CapacityLimiter(concurrency)
+        admission = anyio.Semaphore(max(1, concurrency))
+        counts = {"items": 0, "rollouts": 0, "scored": 0, "failed": 0}
+        rewards: list[float] = []
+
+        async def rollout_done(rollout: ScoredRollout) -> None:
+            counts["rollouts"] += 1
+            if rollout.score is not None:
+                counts["scored"] += 1
+                rewards.append(rollout.score.reward)
+            else:
+                counts["failed"] += 1
+            if on_rollout is not None:
+                await on_rollout(rollout)
+
+        async def group(item: Item, index: int) -> None:
+            try:
+                chosen = self.resolve_toolsets(selection or ToolsetSelection(), seed=seed + index)
+                size = self.config.group_size
+                results: list[ScoredRollout | None] = [None] * size
+
+                async def member(m: int) -> None:
+                    async with limiter:
+                        rollout = await self.run_rollout(item, chosen, group_index=m)
+                    results[m] = rollout
+                    await rollout_done(rollout)
+
+                async with anyio.create_task_group() as members:
+                    for m in range(size):
+                        members.start_soon(member, m)
+                if on_group is not None:
+                    await on_group(item, [r for r in results if r is not None])
+            finally:
+                admission.release()
+
+        async with anyio.create_task_group() as tg:
+            index = 0
+            async for item in _aiter(items):
+                await admission.acquire()
+                counts["items"] += 1
+                tg.start_soon(group, item, index)
+                index += 1
+        mean = math.fsum(rewards) / len(rewards) if rewards else 0.0
+        return RunSummary(mean_reward=mean, **counts)
+
+    async def run_rollout(
+        self, item: Item, toolsets: Sequence[Toolset], *, group_index: int = 0
+    ) -> ScoredRollout:
+        """One rollout with infrastructure retries; never raises for infrastructure failures."""
+        rollout_id = f"{self.env.name}/{item.id}/{group_index}"
+        last: _InfraFailure | None = None
+        attempts = 0
+        for attempt in range(1, self.config.max_attempts + 1):
+            attempts = attempt
+            try:
+                result, score, timings = await self._attempt(
+                    item, toolsets, f"{rollout_id}#{attempt}"
+                )
+            except _InfraFailure as failure:
+                last = failure
+                log.warning(
+                    "rollout %s attempt %d/%d failed (infrastructure) in %s: %s",
+                    rollout_id,
+                    attempt,
+                    self.config.max_attempts,
+                    failure.phase,
+                    failure.message,
+                )
+                if attempt < self.config.max_attempts and self.config.retry_delay_s > 0:
+                    await anyio.sleep(self.config.retry_delay_s * attempt)
+                continue
+            return ScoredRollout(
+                id=rollout_id,
+                env=self.env.name,
+                item=item,
+                group_index=group_index,
+                result=result,
+                score=score,
+                timings=timings,
+                metadata={"toolsets": [t.name for t in toolsets], "attempts": attempt},
+            )
+        assert last is not None
+        return ScoredRollout(
+            id=rollout_id,
+            env=self.env.name,
+            item=item,
+            group_index=group_index,
+            result=None,
+            score=None,
+            failure=RolloutFailure(
+                kind=FailureKind.INFRASTRUCTURE,
+                phase=last.phase,
+                message=last.message,
+                attempts=attempts,
+            ),
+            metadata={"toolsets": [t.name for t in toolsets], "attempts": attempts},
+        )
+
+    async def _attempt(
+        self, item: Item, toolsets: Sequence[Toolset], trajectory_id: str
+    ) -> tuple[AgentResult, Score, dict[str, float]]:
+        cfg = self.config
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        try:
+            slot = await self.pool.acquire(trajectory_id, timeout=cfg.acquire_timeout)
+        except Exception as exc:
+            raise _InfraFailure("acquire", _describe(exc)) from exc
+        timings["acquire_s"] = time.perf_counter() - start
+        try:
+            return await self._on_slot(item, toolsets, slot, timings)
+        finally:
+            with anyio.move_on_after(cfg.release_timeout, shield=True) as scope:
+                try:
+                    await self.pool.release(slot)
+                except Exception as exc:
+                    log.warning("releasing slot %s failed: %s", slot.slot_id, _describe(exc))
+            if scope.cancelled_caught:
+                log.warning("releasing slot %s timed out", slot.slot_id)
+
+    async def _on_slot(
+        self, item: Item, toolsets: Sequence[Toolset], slot: Slot, timings: dict[str, float]
+    ) -> tuple[AgentResult, Score, dict[str, float]]:
+        cfg = self.config
+        metadata = await _phase(
+            "setup", cfg.setup_timeout, timings, self.env.setup_workspace(item, slot)
+        )
+        executor = SlotToolExecutor(toolsets, slot)
+        result = await _phase(
+            "agent",
+            cfg.agent_timeout,
+            timings,
+            self.agent.run(
+                self.env.prompt(item),
+                tools=[t.schema for t in executor.tools],
+                executor=executor,
+            ),
+        )
+        if executor.sandbox_errors:
+            raise _InfraFailure("agent", "slot failed mid-rollout: " + executor.sandbox_errors[0])
+        if result.stop_reason is StopReason.BACKEND_ERROR:
+            raise _InfraFailure("agent", f"inference backend failed: {result.error}")
+        ctx = SlotRewardContext(slot, metadata)
+        score = await _phase(
+            "verify", cfg.verify_timeout, timings, self.env.verify(item, result, ctx)
+        )
+        if score.failure is FailureKind.INFRASTRUCTURE:
+            raise _InfraFailure("verify", score.details or "verifier reported an infra failure")
+        return result, score, timings
+
+
+async def _phase(name: str, timeout: float, timings: dict[str, float], work: Awaitable[T]) -> T:
+    start = time.perf_counter()
+    try:
+        with anyio.CancelScope(deadline=anyio.current_time() + timeout):
+            return await work
+        raise _InfraFailure(name, _describe(PhaseTimeout(name, timeout)))
+    except _InfraFailure:
+        raise
+    except Exception as exc:
+        raise _InfraFailure(name, _describe(exc)) from exc
+    finally:
+        timings[f"{name}_s"] = time.perf_counter() - start
+
+
+async def _aiter(items: Iterable[Item] | AsyncIterable[Item]) -> AsyncIterable[Item]:
+    if isinstance(items, AsyncIterable):
+        async for item in items:
+            yield item
+    else:
+        for item in items:
+            yield item
