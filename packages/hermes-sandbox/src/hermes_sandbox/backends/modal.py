@@ -1,0 +1,442 @@
+"""The ``modal`` backend: one Modal Sandbox per host, one workspace directory per slot.
+
+Only the SDK's async API (``.aio``) is used, so nothing blocks the event loop. Creation is
+rate limited and the number of sandboxes still starting is capped (Modal rejects bursts with
+"Sandbox creation rate limit exceeded"); every sandbox carries tags naming its pool so a later
+run can find and terminate what a killed run left behind. The sandbox lifetime is derived from
+the rollout and verification budgets so it always outlives them.
+
+The SDK is reached through :class:`ModalSDK` so tests can pass a fake with the same signatures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import posixpath
+import shlex
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import attrs
+from hermes_protocols import (
+    ConfigError,
+    ExecResult,
+    SandboxError,
+    SandboxTimeout,
+    Slot,
+    WorkspaceEscape,
+)
+
+from hermes_sandbox._output import CappedOutput
+from hermes_sandbox.backends.base import Host, HostSpec
+
+POOL_TAG = "hermes-pool"
+HOST_TAG = "hermes-host"
+MODAL_MAX_LIFETIME_S = 24 * 3600
+_TIMEOUT_EXIT = 124
+_EXEC_GRACE_S = 30.0
+
+_AUTH_HELP = (
+    "Modal credentials are missing or invalid. Run `modal token new` (or set MODAL_TOKEN_ID "
+    "and MODAL_TOKEN_SECRET) and try again."
+)
+
+
+class ModalAuthError(SandboxError):
+    """No usable Modal token: run ``modal token new`` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET."""
+
+
+@attrs.frozen(slots=True)
+class ModalSDK:
+    """The parts of the ``modal`` SDK this backend uses (the real module unless a fake is given)."""
+
+    App: Any
+    Sandbox: Any
+    Image: Any
+    Secret: Any
+    exceptions: Any
+    has_credentials: Callable[[], bool]
+
+    @classmethod
+    def real(cls) -> ModalSDK:
+        import modal
+        import modal.exception
+        from modal.config import config
+
+        def has_credentials() -> bool:
+            return bool(config.get("token_id")) and bool(config.get("token_secret"))
+
+        return cls(
+            App=modal.App,
+            Sandbox=modal.Sandbox,
+            Image=modal.Image,
+            Secret=modal.Secret,
+            exceptions=modal.exception,
+            has_credentials=has_credentials,
+        )
+
+
+def _positive(_: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise ConfigError(f"ModalConfig.{attribute.name} must be positive, got {value}")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ModalConfig:
+    """How Modal sandboxes are made.
+
+    Exactly one of ``image`` (a registry tag such as ``python:3.12-slim``) and ``dockerfile``
+    (a path) is given. The sandbox ``timeout`` is ``rollout_timeout_s + verification_timeout_s
+    + lifetime_margin_s`` unless ``sandbox_timeout_s`` is set, which must then be longer than
+    rollout plus verification. Defaults for the creation limits stay under Modal's documented
+    sandbox creation rate limit (bursts fail with "Sandbox creation rate limit exceeded").
+    """
+
+    app_name: str = "hermes-sandbox"
+    image: str | None = "python:3.12-slim"
+    dockerfile: str | None = None
+    cpu: float | None = attrs.field(default=1.0, validator=_positive)
+    memory_mb: int | None = attrs.field(default=2048, validator=_positive)
+    gpu: str | None = None
+    rollout_timeout_s: float = attrs.field(default=1800.0, validator=_positive)
+    verification_timeout_s: float = attrs.field(default=300.0, validator=_positive)
+    lifetime_margin_s: float = attrs.field(default=300.0, validator=_positive)
+    sandbox_timeout_s: float | None = attrs.field(default=None, validator=_positive)
+    idle_timeout_s: float | None = attrs.field(default=None, validator=_positive)
+    secrets: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    block_network: bool = True
+    creations_per_second: float = attrs.field(default=4.0, validator=_positive)
+    max_starting: int = attrs.field(default=20, validator=_positive)
+    workspace_root: str = "/workspace"
+    max_output_bytes: int = attrs.field(default=1 << 20, validator=_positive)
+    environment_name: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.image is None) == (self.dockerfile is None):
+            raise ConfigError("ModalConfig needs exactly one of image= or dockerfile=")
+        if not posixpath.isabs(self.workspace_root):
+            raise ConfigError("ModalConfig.workspace_root must be an absolute path")
+        self.lifetime_s()
+
+    def lifetime_s(self) -> int:
+        """The sandbox ``timeout``: always longer than rollout plus verification."""
+        needed = self.rollout_timeout_s + self.verification_timeout_s
+        if self.sandbox_timeout_s is not None:
+            if self.sandbox_timeout_s <= needed:
+                raise ConfigError(
+                    f"sandbox_timeout_s={self.sandbox_timeout_s} is not longer than rollout "
+                    f"({self.rollout_timeout_s}s) plus verification "
+                    f"({self.verification_timeout_s}s): the sandbox would die mid-rollout; "
+                    "raise it or leave it unset to derive it"
+                )
+            lifetime = self.sandbox_timeout_s
+        else:
+            lifetime = needed + self.lifetime_margin_s
+        if lifetime > MODAL_MAX_LIFETIME_S:
+            raise ConfigError(
+                f"derived sandbox lifetime {lifetime:.0f}s exceeds Modal's 24 h maximum; "
+                "shorten the rollout or verification timeouts"
+            )
+        return math.ceil(lifetime)
+
+
+class CreationLimiter:
+    """At most ``rate`` creations per second and ``max_starting`` creations in flight."""
+
+    def __init__(self, rate: float, max_starting: int) -> None:
+        self._interval = 1.0 / rate
+        self._next = 0.0
+        self._lock = anyio.Lock()
+        self.starting = anyio.Semaphore(max_starting)
+
+    async def wait_turn(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            delay = self._next - now
+            self._next = max(now, self._next) + self._interval
+        if delay > 0:
+            await anyio.sleep(delay)
+
+
+def _map_fs_error(errors: Any, exc: BaseException, path: str) -> BaseException:
+    if isinstance(exc, errors.SandboxFilesystemNotFoundError):
+        return FileNotFoundError(f"no such file in the sandbox: {path}")
+    if isinstance(exc, errors.SandboxFilesystemIsADirectoryError):
+        return IsADirectoryError(f"is a directory: {path}")
+    if isinstance(exc, errors.SandboxFilesystemPermissionError):
+        return PermissionError(f"permission denied: {path}")
+    return SandboxError(f"Modal filesystem operation on {path} failed: {exc}")
+
+
+class ModalSlot:
+    """One workspace directory inside a Modal sandbox."""
+
+    def __init__(self, host: ModalHost, index: int) -> None:
+        self._host = host
+        self._index = index
+        self._workspace = posixpath.join(host.config.workspace_root, f"slot-{index}")
+
+    @property
+    def slot_id(self) -> str:
+        return f"{self._host.host_id}/{self._index}"
+
+    @property
+    def workspace(self) -> str:
+        return self._workspace
+
+    def resolve(self, path: str) -> str:
+        """``path`` inside the workspace, lexically; ``..`` or outside absolute paths fail."""
+        full = posixpath.normpath(posixpath.join(self._workspace, path))
+        if full != self._workspace and not full.startswith(self._workspace + "/"):
+            raise WorkspaceEscape(f"{path!r} is outside the slot workspace {self._workspace}")
+        return full
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        workdir = self.resolve(cwd) if cwd is not None else self._workspace
+        # GNU timeout kills the command's whole process group and exits 124.
+        argv = ("timeout", "-k", "2", f"{timeout:.3f}", "bash", "-c", command)
+        return await self._host.run(argv, timeout=timeout, workdir=workdir, env=env, stdin=stdin)
+
+    async def read_file(self, path: str) -> bytes:
+        full = self.resolve(path)
+        try:
+            data: bytes = await self._host.sandbox.filesystem.read_bytes.aio(full)
+        except Exception as exc:
+            raise _map_fs_error(self._host.errors, exc, path) from exc
+        return data
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        full = self.resolve(path)
+        try:
+            fs = self._host.sandbox.filesystem
+            await fs.make_directory.aio(posixpath.dirname(full), create_parents=True)
+            await fs.write_bytes.aio(data, full)
+        except Exception as exc:
+            raise _map_fs_error(self._host.errors, exc, path) from exc
+
+    async def upload(self, local_path: str, remote_path: str) -> None:
+        full = self.resolve(remote_path)
+        try:
+            fs = self._host.sandbox.filesystem
+            await fs.make_directory.aio(posixpath.dirname(full), create_parents=True)
+            await fs.copy_from_local.aio(local_path, full)
+        except Exception as exc:
+            raise _map_fs_error(self._host.errors, exc, remote_path) from exc
+
+    async def download(self, remote_path: str, local_path: str) -> None:
+        full = self.resolve(remote_path)
+        try:
+            await self._host.sandbox.filesystem.copy_to_local.aio(full, local_path)
+        except Exception as exc:
+            raise _map_fs_error(self._host.errors, exc, remote_path) from exc
+
+
+class ModalHost:
+    """A running Modal sandbox with ``slots`` workspaces under ``config.workspace_root``."""
+
+    def __init__(self, spec: HostSpec, sandbox: Any, config: ModalConfig, errors: Any) -> None:
+        self._spec = spec
+        self.errors = errors
+        self.sandbox = sandbox
+        self.config = config
+        self._slots = [ModalSlot(self, i) for i in range(spec.slots)]
+        self._closed = False
+
+    @property
+    def host_id(self) -> str:
+        return self._spec.host_id
+
+    def slot(self, index: int) -> Slot:
+        return self._slots[index]
+
+    async def run(
+        self,
+        argv: tuple[str, ...],
+        *,
+        timeout: float,
+        workdir: str,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` in the sandbox, capped output; a dead sandbox raises SandboxError."""
+        started = time.monotonic()
+        out = CappedOutput(self.config.max_output_bytes)
+        err = CappedOutput(self.config.max_output_bytes)
+        try:
+            with anyio.fail_after(timeout + _EXEC_GRACE_S):
+                proc = await self.sandbox.exec.aio(
+                    *argv,
+                    timeout=math.ceil(timeout + _EXEC_GRACE_S / 2),
+                    workdir=workdir,
+                    env=dict(env) if env else None,
+                    text=False,
+                )
+                if stdin:
+                    proc.stdin.write(stdin)
+                proc.stdin.write_eof()
+                await proc.stdin.drain.aio()
+                async with anyio.create_task_group() as tg:
+
+                    async def drain(stream: Any, sink: CappedOutput) -> None:
+                        sink.feed(await stream.read.aio())
+
+                    tg.start_soon(drain, proc.stdout, out)
+                    tg.start_soon(drain, proc.stderr, err)
+                code: int = await proc.wait.aio()
+        except TimeoutError as exc:
+            raise SandboxTimeout(
+                f"Modal sandbox {self.host_id} did not answer within {timeout + _EXEC_GRACE_S}s"
+            ) from exc
+        except Exception as exc:
+            raise SandboxError(f"exec in Modal sandbox {self.host_id} failed: {exc}") from exc
+        duration = time.monotonic() - started
+        timed_out = code == _TIMEOUT_EXIT or (code in (137, -9) and duration >= timeout)
+        return ExecResult(
+            exit_code=_TIMEOUT_EXIT if timed_out else code,
+            stdout=out.render(),
+            stderr=err.render(),
+            timed_out=timed_out,
+            truncated=out.truncated or err.truncated,
+            duration_s=duration,
+        )
+
+    async def prepare(self) -> None:
+        """Create every slot workspace."""
+        dirs = tuple(s.workspace for s in self._slots)
+        result = await self.run(("mkdir", "-p", *dirs), timeout=60.0, workdir="/")
+        if not result.ok:
+            raise SandboxError(f"could not create workspaces in {self.host_id}: {result.stderr}")
+
+    async def reset_slot(self, index: int) -> None:
+        ws = shlex.quote(self._slots[index].workspace)
+        # Kill whatever still runs with its cwd in the workspace, then empty it.
+        script = (
+            f"for p in /proc/[0-9]*; do c=$(readlink $p/cwd 2>/dev/null) || continue; "
+            f'case "$c" in {ws}|{ws}/*) kill -9 "${{p#/proc/}}" 2>/dev/null;; esac; done; '
+            f"rm -rf {ws} && mkdir -p {ws}"
+        )
+        result = await self.run(("bash", "-c", script), timeout=60.0, workdir="/")
+        if not result.ok:
+            raise SandboxError(f"could not reset {self._slots[index].slot_id}: {result.stderr}")
+
+    async def healthy(self) -> bool:
+        if self._closed:
+            return False
+        try:
+            with anyio.fail_after(30):
+                return await self.sandbox.poll.aio() is None
+        except Exception:
+            return False
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Already gone is fine: terminate is best effort and idempotent.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(60),
+            contextlib.suppress(Exception),
+        ):
+            await self.sandbox.terminate.aio()
+
+
+class ModalBackend:
+    """Starts Modal sandboxes as hosts; sweeps sandboxes tagged with a pool name."""
+
+    def __init__(self, config: ModalConfig | None = None, *, sdk: ModalSDK | None = None) -> None:
+        self.config = config or ModalConfig()
+        self._sdk = sdk
+        self._app: Any = None
+        self._app_lock = anyio.Lock()
+        self._limiter = CreationLimiter(self.config.creations_per_second, self.config.max_starting)
+
+    @property
+    def name(self) -> str:
+        return "modal"
+
+    def _get_sdk(self) -> ModalSDK:
+        if self._sdk is None:
+            self._sdk = ModalSDK.real()
+        return self._sdk
+
+    async def _lookup_app(self) -> Any:
+        sdk = self._get_sdk()
+        if not sdk.has_credentials():
+            raise ModalAuthError(_AUTH_HELP)
+        async with self._app_lock:
+            if self._app is None:
+                try:
+                    self._app = await sdk.App.lookup.aio(
+                        self.config.app_name,
+                        create_if_missing=True,
+                        environment_name=self.config.environment_name,
+                    )
+                except sdk.exceptions.AuthError as exc:
+                    raise ModalAuthError(f"{_AUTH_HELP} ({exc})") from exc
+            return self._app
+
+    def _image(self, sdk: ModalSDK) -> Any:
+        if self.config.dockerfile is not None:
+            return sdk.Image.from_dockerfile(self.config.dockerfile)
+        return sdk.Image.from_registry(self.config.image)
+
+    async def start_host(self, spec: HostSpec) -> Host:
+        app = await self._lookup_app()
+        sdk = self._get_sdk()
+        cfg = self.config
+        async with self._limiter.starting:
+            await self._limiter.wait_turn()
+            sandbox: Any = None
+            try:
+                sandbox = await sdk.Sandbox.create.aio(
+                    app=app,
+                    image=self._image(sdk),
+                    cpu=cfg.cpu,
+                    memory=cfg.memory_mb,
+                    gpu=cfg.gpu,
+                    timeout=cfg.lifetime_s(),
+                    idle_timeout=math.ceil(cfg.idle_timeout_s) if cfg.idle_timeout_s else None,
+                    secrets=[sdk.Secret.from_name(n) for n in cfg.secrets],
+                    env=dict(cfg.env) or None,
+                    block_network=cfg.block_network,
+                    tags={POOL_TAG: spec.pool_name, HOST_TAG: spec.host_id},
+                    workdir=cfg.workspace_root,
+                )
+                host = ModalHost(spec, sandbox, cfg, sdk.exceptions)
+                await host.prepare()
+            except BaseException as exc:
+                if sandbox is not None:
+                    await ModalHost(spec, sandbox, cfg, sdk.exceptions).close()
+                if isinstance(exc, sdk.exceptions.AuthError):
+                    raise ModalAuthError(f"{_AUTH_HELP} ({exc})") from exc
+                if isinstance(exc, Exception) and not isinstance(exc, SandboxError):
+                    raise SandboxError(f"could not create Modal sandbox: {exc}") from exc
+                raise
+        return host
+
+    async def sweep_orphans(self, pool_name: str) -> int:
+        app = await self._lookup_app()
+        sdk = self._get_sdk()
+        found = [
+            sb async for sb in sdk.Sandbox.list.aio(app_id=app.app_id, tags={POOL_TAG: pool_name})
+        ]
+        for sb in found:
+            shielded = anyio.CancelScope(shield=True)
+            with shielded, anyio.move_on_after(60), contextlib.suppress(Exception):
+                await sb.terminate.aio()  # failures: gone meanwhile
+        return len(found)
