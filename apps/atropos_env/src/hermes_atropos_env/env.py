@@ -59,6 +59,7 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         self._items: Iterator[Item] | None = None
         self._items_taken = 0
         self.train_metrics = RolloutMetrics(prefix="train")
+        self.metrics_history: list[dict[str, float]] = []
         self._sequence_limit = config.max_token_length
 
     @classmethod
@@ -95,6 +96,8 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         await self._with_source(super().env_manager)
 
     async def process_manager(self) -> None:
+        if int(self.max_token_len) <= 0:  # no trainer in process mode: our own budget
+            self.max_token_len = self.config.max_token_length
         await self._with_source(super().process_manager)
 
     async def _run_evaluate(self) -> None:
@@ -181,7 +184,9 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
 
     async def wandb_log(self, wandb_metrics: dict[str, Any] | None = None) -> None:
         metrics = dict(wandb_metrics or {})
-        metrics.update(self.train_metrics.snapshot())
+        snapshot = self.train_metrics.snapshot()
+        self.metrics_history.append(snapshot)
+        metrics.update(snapshot)
         logger.info("metrics: %s", {k: round(v, 4) for k, v in sorted(metrics.items())})
         await super().wandb_log(metrics)
 
