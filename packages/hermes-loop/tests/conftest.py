@@ -5,13 +5,28 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hermes_loop import HFTokenizer
-from hermes_protocols import ParsedToolCall, ParsedTurn, ToolParseError
+from hermes_protocols import (
+    BackendError,
+    ChatChoice,
+    ChatResult,
+    Generation,
+    JSONObject,
+    Message,
+    ParsedToolCall,
+    ParsedTurn,
+    SamplingParams,
+    ToolParseError,
+    ToolResult,
+    ToolSchema,
+    Usage,
+)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 CHATML = (
@@ -79,7 +94,6 @@ class HermesTestParser:
     name = "hermes-test"
 
     def parse(self, text: str, *, tools: Sequence[Mapping[str, Any]] | None = None) -> ParsedTurn:
-        text = text.removesuffix("<|im_end|>")
         calls: list[ParsedToolCall] = []
         errors: list[ToolParseError] = []
         for index, match in enumerate(_CALL.finditer(text)):
@@ -135,5 +149,115 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def chatml() -> Iterator[str]:
+def chatml() -> str:
     return CHATML
+
+
+ECHO = ToolSchema(
+    name="echo",
+    description="Echo a text",
+    parameters={
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+)
+
+
+def call_text(name: str, arguments: JSONObject) -> str:
+    """A tool call exactly as a Hermes model emits it (and the fallback template renders it)."""
+    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>\n{body}\n</tool_call>"
+
+
+class ScriptedTokenBackend:
+    """Returns scripted generations in order and records every prompt it was sent.
+
+    ``block`` makes a turn (1-based) wait forever, to test timeouts and cancellation.
+    """
+
+    def __init__(self, generations: Sequence[Generation], *, block: int | None = None) -> None:
+        self.generations = list(generations)
+        self.prompts: list[list[int]] = []
+        self.sampling: list[SamplingParams] = []
+        self.block = block
+
+    async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
+        self.prompts.append(list(prompt_ids))
+        self.sampling.append(sampling)
+        if self.block == len(self.prompts):
+            await anyio.sleep_forever()
+        if len(self.prompts) > len(self.generations):
+            raise BackendError("script exhausted: the server went away")
+        return self.generations[len(self.prompts) - 1]
+
+
+class ScriptedChatBackend:
+    """Returns scripted assistant messages in order; records the conversations it was sent."""
+
+    def __init__(self, replies: Sequence[Message], *, block: int | None = None) -> None:
+        self.replies = list(replies)
+        self.requests: list[list[Message]] = []
+        self.block = block
+        self.blocked = anyio.Event()
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        sampling: SamplingParams,
+        n: int = 1,
+        extra_body: JSONObject | None = None,
+    ) -> ChatResult:
+        self.requests.append(list(messages))
+        if self.block == len(self.requests):
+            self.blocked.set()
+            await anyio.sleep_forever()
+        if len(self.requests) > len(self.replies):
+            raise BackendError("script exhausted: the server went away")
+        reply = self.replies[len(self.requests) - 1]
+        finish = "tool_calls" if reply.tool_calls else "stop"
+        return ChatResult(
+            choices=[ChatChoice(reply, finish)],
+            usage=Usage(prompt_tokens=10 * len(messages), completion_tokens=5),
+        )
+
+
+class RecordingExecutor:
+    """Records every call it receives; answers with ``respond(name, arguments)``."""
+
+    def __init__(
+        self,
+        respond: Callable[[str, Mapping[str, Any]], str] | None = None,
+        *,
+        delay: float = 0.0,
+    ) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.respond = respond or (lambda name, args: f"{name}:{json.dumps(dict(args))}")
+        self.delay = delay
+
+    async def __call__(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        self.calls.append((name, dict(arguments)))
+        if self.delay:
+            await anyio.sleep(self.delay)
+        return ToolResult(content=self.respond(name, arguments))
+
+
+class Kit:
+    """Test helpers handed to tests through the ``kit`` fixture (tests cannot import conftest)."""
+
+    CHATML = CHATML
+    ECHO = ECHO
+    call_text = staticmethod(call_text)
+    build_tokenizer_dir = staticmethod(build_tokenizer_dir)
+    ScriptedTokenBackend = ScriptedTokenBackend
+    ScriptedChatBackend = ScriptedChatBackend
+    RecordingExecutor = RecordingExecutor
+    HermesTestParser = HermesTestParser
+
+
+@pytest.fixture(scope="session")
+def kit() -> type[Kit]:
+    return Kit

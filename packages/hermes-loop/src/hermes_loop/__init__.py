@@ -10,12 +10,44 @@ from hermes_loop.chat_template import (
     hermes_tool_call_text,
     hermes_tools_system_prompt,
 )
+from hermes_loop.config import (
+    GenerationFinished,
+    LoopEvent,
+    LoopLimits,
+    Observer,
+    RolloutFinished,
+    ToolCallFinished,
+    TurnStarted,
+)
 from hermes_loop.hf_tokenizer import HFTokenizer
+from hermes_loop.ledger import TemplateBridge, TokenLedger, compare_ids
+from hermes_loop.loop import AgentLoop, run
+from hermes_loop.models import ChatModel, TokenModel, TurnOutput
+from hermes_loop.tool_calls import PendingCall, SchemaCache, ToolHandler, validate_call
 
 __all__ = [
+    "AgentLoop",
+    "ChatModel",
     "ChatTemplateError",
+    "GenerationFinished",
     "HFTokenizer",
     "JinjaChatTemplate",
+    "LoopEvent",
+    "LoopLimits",
+    "Observer",
+    "PendingCall",
+    "RolloutFinished",
+    "SchemaCache",
+    "TemplateBridge",
+    "TokenLedger",
+    "TokenModel",
+    "ToolCallFinished",
+    "ToolHandler",
+    "TurnOutput",
+    "TurnStarted",
+    "compare_ids",
     "hermes_tool_call_text",
     "hermes_tools_system_prompt",
+    "run",
+    "validate_call",
 ]

@@ -1,0 +1,168 @@
+"""The token ledger: sampler ids are the source of truth, bridges are rendered from new messages.
+
+1. The first prompt is rendered once (with the generation prompt) and tokenized once.
+2. Each generation is appended as trainable ids with the sampler's logprobs (EOS included).
+3. Tool results are appended as non-trainable *bridge* ids: the new messages are rendered after a
+   fixed dummy prefix ``[user, assistant(MARK)]`` and the text after the dummy assistant's content
+   is kept. That text starts with what the template emits at the end of an assistant turn
+   (``<|im_end|>\\n`` for ChatML); the part the model already sampled (its stop token) is removed,
+   the rest (``\\n``) stays in the bridge. History is never re-rendered.
+4. :meth:`TokenLedger.drift` re-renders the final conversation, re-tokenizes it and counts the
+   positions where it differs from the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hermes_protocols import (
+    ChatTemplate,
+    DriftReport,
+    Generation,
+    Message,
+    Tokenizer,
+    TokenTrace,
+    ToolSchema,
+)
+
+from hermes_loop.chat_template import ChatTemplateError
+
+_MARK = "hermes-bridge-marker-7f3a"
+_DUMMY_PREFIX = (Message.user("hermes-bridge-user"), Message.assistant(_MARK))
+MAX_DRIFT_POSITIONS = 32
+
+
+class TemplateBridge:
+    """Renders the text that follows a finished assistant turn, from only the new messages."""
+
+    def __init__(self, template: ChatTemplate, tools: Sequence[ToolSchema] = ()) -> None:
+        self._template = template
+        self._tools = tuple(tools)
+        base = template.render(_DUMMY_PREFIX, tools=self._tools)
+        cut = base.rfind(_MARK)
+        if cut < 0:
+            raise ChatTemplateError(
+                "the chat template drops assistant content; the token bridge cannot find where "
+                "an assistant turn ends"
+            )
+        self._base = base
+        #: text the template emits after an assistant turn's content, e.g. ``<|im_end|>\n``
+        self.turn_end = base[cut + len(_MARK) :]
+
+    def after_turn(self, new_messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+        """Text following the assistant content: the turn end, ``new_messages``, gen prompt."""
+        full = self._template.render(
+            (*_DUMMY_PREFIX, *new_messages),
+            tools=self._tools,
+            add_generation_prompt=add_generation_prompt,
+        )
+        if not full.startswith(self._base):
+            raise ChatTemplateError(
+                "the chat template rewrites earlier turns when messages are appended; "
+                "it cannot be bridged token-exactly"
+            )
+        return self.turn_end + full[len(self._base) :]
+
+
+class TokenLedger:
+    """Accumulates the token trace of one rollout (ids, loss mask, logprobs, aligned)."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        template: ChatTemplate,
+        tools: Sequence[ToolSchema] = (),
+        *,
+        bridge: TemplateBridge | None = None,
+    ) -> None:
+        self._tok = tokenizer
+        self._template = template
+        self._tools = tuple(tools)
+        self._bridge = bridge if bridge is not None else TemplateBridge(template, tools)
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+        self.logprobs: list[float] = []
+        self._last_stop_text = ""
+        self._ends_with_generation = False
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def start(self, messages: Sequence[Message]) -> list[int]:
+        """Render and tokenize the first prompt (once); return its ids."""
+        if self.ids:
+            raise RuntimeError("the ledger already holds a prompt")
+        text = self._template.render(messages, tools=self._tools, add_generation_prompt=True)
+        prompt = self._tok.encode(text)
+        self._append_context(prompt)
+        return prompt
+
+    def add_generation(self, generation: Generation) -> None:
+        """Append sampled ids as trainable, with their logprobs."""
+        self.ids.extend(generation.ids)
+        self.mask.extend([1] * len(generation.ids))
+        self.logprobs.extend(generation.logprobs)
+        last = generation.ids[-1] if generation.ids else None
+        self._last_stop_text = self._tok.decode([last]) if last == self._tok.eos_token_id else ""
+        self._ends_with_generation = True
+
+    def bridge_text(self, new_messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+        """The text to append after the last generation (minus the stop token it sampled)."""
+        text = self._bridge.after_turn(new_messages, add_generation_prompt=add_generation_prompt)
+        stop = self._last_stop_text
+        if stop and text.startswith(stop):
+            return text[len(stop) :]
+        return text
+
+    def add_messages(self, new_messages: Sequence[Message]) -> list[int]:
+        """Append tool results (and the next generation prompt) as non-trainable bridge ids."""
+        if not self._ends_with_generation:
+            raise RuntimeError("bridges follow a generation; call add_generation first")
+        ids = self._tok.encode(self.bridge_text(new_messages, add_generation_prompt=True))
+        self.add_bridge_ids(ids)
+        return ids
+
+    def add_bridge_ids(self, ids: Sequence[int]) -> None:
+        """Append already tokenized bridge ids (see :meth:`bridge_text`) as non-trainable."""
+        if not self._ends_with_generation:
+            raise RuntimeError("bridges follow a generation; call add_generation first")
+        self._append_context(ids)
+
+    def trace(self) -> TokenTrace:
+        return TokenTrace(ids=self.ids, mask=self.mask, logprobs=self.logprobs, source="sampler")
+
+    def drift(self, messages: Sequence[Message]) -> DriftReport:
+        """Compare the trace with a re-render + re-tokenization of ``messages``."""
+        ends_with_assistant = bool(messages) and messages[-1].role == "assistant"
+        rendered = self._template.render(
+            messages, tools=self._tools, add_generation_prompt=not ends_with_assistant
+        )
+        expected = self._tok.encode(rendered)
+        actual = list(self.ids)
+        if ends_with_assistant and self._ends_with_generation:
+            # the template closes the last turn (e.g. "\n" after <|im_end|>); the trace stops at
+            # the sampled stop token, so close it the same way before comparing
+            actual += self._tok.encode(self.bridge_text((), add_generation_prompt=False))
+        return compare_ids(actual, expected)
+
+    def _append_context(self, ids: Sequence[int]) -> None:
+        self.ids.extend(ids)
+        self.mask.extend([0] * len(ids))
+        self.logprobs.extend([0.0] * len(ids))
+        self._ends_with_generation = False
+
+
+def compare_ids(actual: Sequence[int], expected: Sequence[int]) -> DriftReport:
+    """Position-wise comparison; positions beyond the shorter sequence count as mismatches."""
+    positions: list[int] = []
+    mismatches = 0
+    for index in range(max(len(actual), len(expected))):
+        a = actual[index] if index < len(actual) else None
+        b = expected[index] if index < len(expected) else None
+        if a != b:
+            mismatches += 1
+            if len(positions) < MAX_DRIFT_POSITIONS:
+                positions.append(index)
+    return DriftReport(
+        mismatches=mismatches, length_delta=len(expected) - len(actual), positions=positions
+    )

@@ -1,0 +1,263 @@
+"""What the loop generates with: a chat backend (phase 1) or a token backend + ledger (phase 2).
+
+:class:`ChatModel` and :class:`TokenModel` are configurations; each rollout opens a session that
+keeps that rollout's state (the message list, or the token ledger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import anyio
+import attrs
+from hermes_protocols import (
+    ChatBackend,
+    ChatTemplate,
+    DriftReport,
+    JSONObject,
+    Message,
+    ParsedTurn,
+    SamplingParams,
+    TokenBackend,
+    Tokenizer,
+    TokenTrace,
+    ToolCall,
+    ToolCallParser,
+    ToolErrorKind,
+    ToolSchema,
+)
+from hermes_protocols.convert import tools_to_openai
+
+from hermes_loop.ledger import TemplateBridge, TokenLedger
+from hermes_loop.tool_calls import PendingCall, SchemaCache, validate_call
+
+#: decoded texts longer than this are tokenized / decoded in a worker thread
+OFFLOAD_CHARS = 16_384
+
+
+@attrs.frozen(slots=True)
+class TurnOutput:
+    """One generated assistant turn, its calls (validated) and its accounting."""
+
+    message: Message
+    calls: tuple[PendingCall, ...]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class Session(Protocol):
+    """Per-rollout generation state."""
+
+    def context_tokens(self) -> int: ...
+
+    async def generate(self, turn: int, max_tokens: int) -> TurnOutput: ...
+
+    async def add_tool_messages(self, messages: Sequence[Message]) -> None: ...
+
+    async def finish(
+        self, messages: Sequence[Message]
+    ) -> tuple[TokenTrace | None, DriftReport | None]: ...
+
+
+def _tool_map(tools: Sequence[ToolSchema]) -> dict[str, ToolSchema]:
+    return {t.name: t for t in tools}
+
+
+@attrs.define
+class ChatModel:
+    """Phase 1: an OpenAI-compatible chat backend; the server parses tool calls.
+
+    ``extra_body`` is sent untouched with every request (provider preferences, etc.).
+    """
+
+    backend: ChatBackend
+    extra_body: JSONObject | None = None
+    _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
+
+    def open(
+        self, messages: list[Message], tools: Sequence[ToolSchema], sampling: SamplingParams
+    ) -> Session:
+        return _ChatSession(self, messages, tuple(tools), sampling)
+
+
+class _ChatSession:
+    def __init__(
+        self,
+        model: ChatModel,
+        messages: list[Message],
+        tools: tuple[ToolSchema, ...],
+        sampling: SamplingParams,
+    ) -> None:
+        self._model = model
+        self._messages = messages
+        self._tools = tools
+        self._by_name = _tool_map(tools)
+        self._sampling = sampling
+        self._context = 0
+
+    def context_tokens(self) -> int:
+        return self._context
+
+    async def generate(self, turn: int, max_tokens: int) -> TurnOutput:
+        sampling = attrs.evolve(self._sampling, max_tokens=max_tokens)
+        result = await self._model.backend.chat(
+            self._messages,
+            tools=self._tools,
+            sampling=sampling,
+            n=1,
+            extra_body=self._model.extra_body,
+        )
+        choice = result.choices[0]
+        usage = result.usage
+        self._context = usage.prompt_tokens + usage.completion_tokens
+        calls = tuple(
+            validate_call(c, self._by_name, self._model._schemas) for c in choice.message.tool_calls
+        )
+        return TurnOutput(
+            message=choice.message,
+            calls=calls,
+            finish_reason=choice.finish_reason,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )
+
+    async def add_tool_messages(self, messages: Sequence[Message]) -> None:
+        return None
+
+    async def finish(
+        self, messages: Sequence[Message]
+    ) -> tuple[TokenTrace | None, DriftReport | None]:
+        return None, None
+
+
+@attrs.define
+class TokenModel:
+    """Phase 2: exact tokens. The ledger keeps the sampler's ids; the parser only reads text.
+
+    ``check_drift`` re-renders the final conversation once per rollout to report drift.
+    """
+
+    backend: TokenBackend
+    tokenizer: Tokenizer
+    template: ChatTemplate
+    parser: ToolCallParser
+    check_drift: bool = True
+    _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
+    _bridges: dict[tuple[ToolSchema, ...], TemplateBridge] = attrs.field(factory=dict, init=False)
+
+    def bridge(self, tools: tuple[ToolSchema, ...]) -> TemplateBridge:
+        """The template bridge for this tool list (computed once, then reused)."""
+        found = self._bridges.get(tools)
+        if found is None:
+            if len(self._bridges) > 256:
+                self._bridges.clear()
+            found = self._bridges[tools] = TemplateBridge(self.template, tools)
+        return found
+
+    def open(
+        self, messages: list[Message], tools: Sequence[ToolSchema], sampling: SamplingParams
+    ) -> Session:
+        return _TokenSession(self, messages, tuple(tools), sampling)
+
+
+class _TokenSession:
+    def __init__(
+        self,
+        model: TokenModel,
+        messages: list[Message],
+        tools: tuple[ToolSchema, ...],
+        sampling: SamplingParams,
+    ) -> None:
+        self._model = model
+        self._tools = tools
+        self._by_name = _tool_map(tools)
+        self._openai_tools: list[JSONObject] = tools_to_openai(tools)
+        self._sampling = sampling
+        self.ledger = TokenLedger(
+            model.tokenizer, model.template, tools, bridge=model.bridge(tools)
+        )
+        self.ledger.start(messages)
+
+    def context_tokens(self) -> int:
+        return len(self.ledger)
+
+    async def generate(self, turn: int, max_tokens: int) -> TurnOutput:
+        prompt_tokens = len(self.ledger)
+        sampling = attrs.evolve(self._sampling, max_tokens=max_tokens)
+        generation = await self._model.backend.generate(self.ledger.ids, sampling=sampling)
+        self.ledger.add_generation(generation)
+        ids = generation.ids
+        if ids and ids[-1] == self._model.tokenizer.eos_token_id:
+            ids = ids[:-1]
+        text = await _offload(self._model.tokenizer.decode, ids, len(ids) * 4)
+        parsed = self._model.parser.parse(text, tools=self._openai_tools)
+        message, calls = self._turn_message(turn, parsed)
+        return TurnOutput(
+            message=message,
+            calls=calls,
+            finish_reason=generation.finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(generation.ids),
+        )
+
+    def _turn_message(
+        self, turn: int, parsed: ParsedTurn
+    ) -> tuple[Message, tuple[PendingCall, ...]]:
+        errors = list(parsed.errors)
+        # (name, raw arguments, decoded arguments or None, why invalid), in emission order
+        found: list[tuple[str, str, JSONObject | None, str | None]] = []
+        for parsed_call in parsed.tool_calls:
+            reason = None
+            if parsed_call.arguments is None:
+                match = next((e for e in errors if e.name in (None, parsed_call.name)), None)
+                if match is not None:
+                    errors.remove(match)
+                reason = match.message if match else "arguments are not a valid JSON object"
+            found.append(
+                (parsed_call.name, parsed_call.raw_arguments, parsed_call.arguments, reason)
+            )
+        for error in sorted(errors, key=lambda e: e.call_index):
+            entry = (
+                error.name or "invalid_tool_call",
+                error.raw,
+                None,
+                f"{error.kind}: {error.message}",
+            )
+            found.insert(min(max(error.call_index, 0), len(found)), entry)
+        calls: list[PendingCall] = []
+        for index, (name, raw, arguments, reason) in enumerate(found):
+            call = ToolCall(f"call_{turn}_{index}", name, raw)
+            if reason is not None or arguments is None:
+                calls.append(
+                    PendingCall(call, None, ToolErrorKind.INVALID_ARGUMENTS, reason or "invalid")
+                )
+            else:
+                calls.append(
+                    validate_call(call, self._by_name, self._model._schemas, arguments=arguments)
+                )
+        message = Message.assistant(
+            parsed.content, tuple(c.call for c in calls), reasoning=parsed.reasoning
+        )
+        return message, tuple(calls)
+
+    async def add_tool_messages(self, messages: Sequence[Message]) -> None:
+        text = self.ledger.bridge_text(messages, add_generation_prompt=True)
+        ids = await _offload(self._model.tokenizer.encode, text, len(text))
+        self.ledger.add_bridge_ids(ids)
+
+    async def finish(
+        self, messages: Sequence[Message]
+    ) -> tuple[TokenTrace | None, DriftReport | None]:
+        drift = None
+        if self._model.check_drift:
+            drift = await _offload(self.ledger.drift, messages, len(self.ledger) * 4)
+        return self.ledger.trace(), drift
+
+
+async def _offload(function: Any, argument: Any, size: int) -> Any:
+    """Run small tokenizer calls inline; large ones in a worker thread (C code, may be slow)."""
+    if size < OFFLOAD_CHARS:
+        return function(argument)
+    return await anyio.to_thread.run_sync(function, argument)

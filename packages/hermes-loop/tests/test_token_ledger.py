@@ -1,0 +1,172 @@
+"""Token fidelity: the trace is prompt + generations + bridges, aligned; drift is measured."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hermes_loop import AgentLoop, HFTokenizer, LoopLimits, TokenLedger, TokenModel
+from hermes_protocols import Generation, Message, StopReason
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+SPECIAL_IDS = 3  # <|endoftext|>, <|im_start|>, <|im_end|> come first in the test vocabulary
+plain_ids = st.lists(st.integers(min_value=SPECIAL_IDS, max_value=399), max_size=12)
+logprob = st.floats(min_value=-30.0, max_value=0.0, allow_nan=False)
+safe_text = st.text(
+    alphabet=st.characters(codec="ascii", categories=["L", "N"]) | st.sampled_from(" .,!?"),
+    max_size=30,
+).map(str.strip)
+tool_result = st.text(max_size=40)
+patterns = st.lists(logprob, min_size=1, max_size=5)
+turn_spec = st.tuples(
+    plain_ids,
+    st.lists(st.tuples(safe_text, tool_result), min_size=1, max_size=3),
+    patterns,
+)
+fixture_ok = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+
+
+def tool_bridge(results: list[str]) -> str:
+    """Independent oracle: the ChatML + Hermes-fallback text that follows a tool-calling turn."""
+    body = "".join(
+        f"<|im_start|>tool\n<tool_response>\n{r}\n</tool_response><|im_end|>\n" for r in results
+    )
+    return "\n" + body + "<|im_start|>assistant\n"
+
+
+def tiled(pattern: list[float], n: int) -> list[float]:
+    """Arbitrary logprobs of length n from a short drawn pattern (keeps examples small)."""
+    return [pattern[i % len(pattern)] for i in range(n)]
+
+
+def make_loop(kit: Any, tok: HFTokenizer, generations: list[Generation], **limits: Any) -> Any:
+    backend = kit.ScriptedTokenBackend(generations)
+    model = TokenModel(backend, tok, tok.chat_template, kit.HermesTestParser())
+    return AgentLoop(model, limits=LoopLimits(**limits)), backend
+
+
+@pytest.mark.anyio
+@fixture_ok
+@given(turns=st.lists(turn_spec, min_size=1, max_size=4), final=plain_ids, final_lps=patterns)
+async def test_trace_is_prompt_plus_generations_plus_bridges(
+    kit: Any,
+    hf_tokenizer: HFTokenizer,
+    turns: list[Any],
+    final: list[int],
+    final_lps: list[float],
+) -> None:
+    tok = hf_tokenizer
+    eos = tok.eos_token_id
+    generations: list[Generation] = []
+    results: list[list[str]] = []
+    for noise, calls, pattern in turns:
+        text = "\n".join(kit.call_text("echo", {"text": arg}) for arg, _ in calls)
+        ids = [*noise, *tok.encode("\n" + text), eos]
+        generations.append(Generation(ids, tiled(pattern, len(ids)), "stop"))
+        results.append([answer for _, answer in calls])
+    final_ids = [*final, eos]
+    generations.append(Generation(final_ids, tiled(final_lps, len(final_ids)), "stop"))
+    answers = iter(r for turn in results for r in turn)
+    executor = kit.RecordingExecutor(lambda name, args: next(answers))
+    loop, backend = make_loop(kit, tok, generations, max_turns=10)
+
+    initial = [Message.user("hello world")]
+    result = await loop.run(initial, tools=[kit.ECHO], executor=executor)
+
+    assert result.stop_reason == StopReason.FINAL_ANSWER
+    assert result.turns == len(generations)
+    prompt = tok.encode(
+        tok.chat_template.render(initial, tools=[kit.ECHO], add_generation_prompt=True)
+    )
+    expected_ids, expected_mask, expected_lps = list(prompt), [0] * len(prompt), [0.0] * len(prompt)
+    for index, generation in enumerate(generations):
+        assert backend.prompts[index] == expected_ids  # the backend saw exactly the ledger
+        expected_ids += generation.ids
+        expected_mask += [1] * len(generation.ids)
+        expected_lps += generation.logprobs
+        if index < len(results):
+            bridge = tok.encode(tool_bridge(results[index]))
+            expected_ids += bridge
+            expected_mask += [0] * len(bridge)
+            expected_lps += [0.0] * len(bridge)
+    trace = result.trace
+    assert trace is not None
+    assert trace.source == "sampler"
+    assert list(trace.ids) == expected_ids
+    assert list(trace.mask) == expected_mask
+    assert list(trace.logprobs) == expected_lps
+    assert [c[1]["text"] for c in executor.calls] == [a for _, calls, _ in turns for a, _ in calls]
+
+
+@pytest.mark.anyio
+@fixture_ok
+@given(
+    turns=st.lists(st.tuples(safe_text, st.lists(safe_text, min_size=1, max_size=2)), max_size=3),
+    answer=safe_text,
+    results=st.lists(safe_text, min_size=6, max_size=6),
+)
+async def test_drift_is_zero_for_canonical_tokens_and_prefix_preserving_template(
+    kit: Any, hf_tokenizer: HFTokenizer, turns: list[Any], answer: str, results: list[str]
+) -> None:
+    tok = hf_tokenizer
+    generations = []
+    for content, texts in turns:
+        parts = ([content] if content else []) + [kit.call_text("echo", {"text": t}) for t in texts]
+        ids = [*tok.encode("\n".join(parts)), tok.eos_token_id]
+        generations.append(Generation(ids, [-0.1] * len(ids), "stop"))
+    answer_ids = [*tok.encode(answer or "done"), tok.eos_token_id]
+    generations.append(Generation(answer_ids, [-0.2] * len(answer_ids), "stop"))
+    pool = iter(results * 2)
+    loop, _ = make_loop(kit, tok, generations)
+    result = await loop.run(
+        [Message.system("Be brief."), Message.user("go")],
+        tools=[kit.ECHO],
+        executor=kit.RecordingExecutor(lambda name, args: next(pool)),
+    )
+    assert result.stop_reason == StopReason.FINAL_ANSWER
+    assert result.drift is not None
+    assert result.drift.mismatches == 0, result.drift
+    assert result.drift.length_delta == 0
+
+
+@pytest.mark.anyio
+async def test_drift_reports_non_canonical_sampled_tokens(
+    kit: Any, hf_tokenizer: HFTokenizer
+) -> None:
+    tok = hf_tokenizer
+    word = "hello"
+    canonical = tok.encode(word)
+    spelled = [i for ch in word for i in tok.encode(ch)]  # same text, different ids
+    assert canonical != spelled
+    gen = Generation([*spelled, tok.eos_token_id], [-1.0] * (len(spelled) + 1), "stop")
+    loop, _ = make_loop(kit, tok, [gen])
+    result = await loop.run([Message.user("hi")], tools=[], executor=kit.RecordingExecutor())
+    assert result.trace is not None
+    assert list(result.trace.ids[-len(spelled) - 1 :]) == [*spelled, tok.eos_token_id]
+    assert result.drift is not None
+    assert result.drift.drifted
+    assert result.drift.length_delta == len(canonical) - len(spelled)
+    first_gen = len(result.trace) - len(spelled) - 1
+    assert result.drift.positions[0] == first_gen
+    assert result.messages[-1] == Message.assistant("hello")
+
+
+def test_generation_without_eos_gets_the_turn_end_as_bridge(
+    kit: Any, hf_tokenizer: HFTokenizer
+) -> None:
+    tok = hf_tokenizer
+    ledger = TokenLedger(tok, tok.chat_template, [kit.ECHO])
+    ledger.start([Message.user("x")])
+    ids = tok.encode(kit.call_text("echo", {"text": "a"}))  # truncated: no <|im_end|> sampled
+    ledger.add_generation(Generation(ids, [-1.0] * len(ids), "length"))
+    bridge = ledger.add_messages([Message.tool("ok", "c1", "echo")])
+    assert tok.decode(bridge) == "<|im_end|>" + tool_bridge(["ok"])
+    assert ledger.mask[-len(bridge) :] == [0] * len(bridge)
+
+
+def test_ledger_rejects_bridge_before_generation(kit: Any, hf_tokenizer: HFTokenizer) -> None:
+    ledger = TokenLedger(hf_tokenizer, hf_tokenizer.chat_template)
+    ledger.start([Message.user("x")])
+    with pytest.raises(RuntimeError, match="follow a generation"):
+        ledger.add_messages([Message.tool("ok", "c1")])
