@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hermes_envs import EndlessTerminalsConfig, EndlessTerminalsEnv, RolloutRunner, RunnerConfig
 from hermes_envs.endless import FAMILIES, generate_task
+from hermes_protocols import FailureKind
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ async def test_oracle_solves_and_idle_fails(
         [unsolved] = await idle.run_group(item)
         assert unsolved.score is not None, unsolved.failure
         assert unsolved.score.reward == 0.0, level
-        assert unsolved.score.failure is None
+        assert unsolved.score.failure is FailureKind.MODEL
 
 
 @settings(max_examples=40)

@@ -9,7 +9,16 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
-from hermes_protocols import AgentResult, ConfigError, Item, Message, RewardContext, Score, Slot
+from hermes_protocols import (
+    AgentResult,
+    ConfigError,
+    FailureKind,
+    Item,
+    Message,
+    RewardContext,
+    Score,
+    Slot,
+)
 
 from hermes_envs.endless import families_data, families_dev, families_files, families_text
 from hermes_envs.endless.task import Draft, TerminalTask
@@ -148,6 +157,7 @@ class EndlessTerminalsEnv:
         return Score(
             reward=1.0 if ok else 0.0,
             metrics={"checks_passed": sum(passed) / len(passed), "difficulty": task.difficulty},
+            failure=None if ok else FailureKind.MODEL,
             details="" if ok else f"failed checks: {[i for i, p in enumerate(passed) if not p]}",
         )
 

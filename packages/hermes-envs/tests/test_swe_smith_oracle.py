@@ -1,0 +1,146 @@
+"""swe_smith_oracle on the offline fixture set: oracle patch 1.0, do-nothing 0.0."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hermes_envs import DatasetError, RolloutRunner
+from hermes_envs.swe_smith import (
+    FIXTURES,
+    RepoCache,
+    SweRow,
+    SweSmithConfig,
+    SweSmithOracleEnv,
+    build_fixture_mirror,
+    fixture_rows,
+)
+from hermes_envs.swe_smith.env import PTH_INSTALL
+from hermes_envs.swe_smith.verify import PytestOutcome, chunks, score_tests
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("swe-cache"))
+
+
+def _item(env: SweSmithOracleEnv, instance_id: str) -> Any:
+    return next(i for i in env.items(seed=0) if i.id == instance_id)
+
+
+@pytest.mark.parametrize("instance", FIXTURES, ids=lambda f: f.instance_id)
+async def test_oracle_solves_and_idle_fails(
+    instance: Any, cache_dir: str, pool: Any, toolsets: Any, oracle_agent: Any, idle_agent: Any
+) -> None:
+    env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir))
+    item = _item(env, instance.instance_id)
+    [solved] = await RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets
+    ).run_group(item)
+    assert solved.score is not None, solved.failure
+    assert solved.score.reward == 1.0, solved.score.details
+    assert solved.score.metrics["fail_to_pass"] == 1.0
+    [unsolved] = await RolloutRunner(env, pool, idle_agent, toolsets).run_group(item)
+    assert unsolved.score is not None, unsolved.failure
+    assert unsolved.score.reward == 0.0
+    assert unsolved.score.metrics["fail_to_pass"] == 0.0
+    assert unsolved.score.metrics["pass_to_pass"] == 1.0
+
+
+async def test_jsonl_rows_with_file_url_mirror(
+    tmp_path: Path, cache_dir: str, pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    url = await build_fixture_mirror(Path(cache_dir) / "mirror")
+    assert url.startswith("file://")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join(json.dumps(r) for r in fixture_rows()) + "\n\n")
+    env = SweSmithOracleEnv(
+        SweSmithConfig(
+            source="jsonl",
+            jsonl_path=str(rows),
+            repo_base_url=url,
+            cache_dir=str(tmp_path / "cache"),
+            install_command=PTH_INSTALL,
+            prompt_mode="problem_statement+text",
+        )
+    )
+    item = _item(env, FIXTURES[2].instance_id)
+    assert "Relevant code" in str(env.prompt(item)[1].content)
+    [solved] = await RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets
+    ).run_group(item)
+    assert solved.score is not None, solved.failure
+    assert solved.score.reward == 1.0, solved.score.details
+
+
+async def test_edited_tests_are_restored_before_verification(
+    cache_dir: str, pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir))
+    item = _item(env, FIXTURES[0].instance_id)
+    cheat = "printf 'def test_median_even():\\n    pass\\n' > tests/test_stats.py"
+    [cheated] = await RolloutRunner(env, pool, oracle_agent(cheat), toolsets).run_group(item)
+    assert cheated.score is not None
+    assert cheated.score.reward == 0.0
+
+
+async def test_concurrent_checkouts_share_one_bare_clone(tmp_path: Path, cache_dir: str) -> None:
+    url = await build_fixture_mirror(Path(cache_dir) / "mirror")
+    cache = RepoCache(tmp_path / "repos", url, git_timeout=60, lock_timeout=60)
+    inst = FIXTURES[1]
+    tars: list[bytes] = []
+
+    async def one() -> None:
+        tars.append(await cache.checkout_tar(inst.repo, inst.instance_id))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(one)
+    assert len(tars) == 4
+    for tar in tars:
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            names = {m.name.removeprefix("./") for m in archive.getmembers()}
+            assert inst.buggy_path in names
+            assert not any(n == ".git" or n.startswith(".git/") for n in names)
+            handle = archive.extractfile(f"./{inst.buggy_path}")
+            assert handle is not None
+            assert inst.buggy in handle.read().decode()
+    assert [p.name for p in (tmp_path / "repos").glob("*.git")] == [
+        inst.repo.replace("/", "__") + ".git"
+    ]
+    assert not list((tmp_path / "repos" / "worktrees").iterdir())
+
+
+def test_row_parsing_accepts_json_strings_and_rejects_bad_rows() -> None:
+    row = SweRow.parse(
+        {
+            "repo": "o/r",
+            "instance_id": "o__r.1",
+            "problem_statement": "x",
+            "FAIL_TO_PASS": '["t.py::a"]',
+            "PASS_TO_PASS": "[]",
+        }
+    )
+    assert row.ref == "o__r.1"
+    assert row.fail_to_pass == ("t.py::a",)
+    with pytest.raises(DatasetError, match="FAIL_TO_PASS"):
+        SweRow.parse({"repo": "o/r", "instance_id": "i", "problem_statement": "x"})
+    with pytest.raises(DatasetError, match="repo"):
+        SweRow.parse({"instance_id": "i", "problem_statement": "x", "FAIL_TO_PASS": ["a"]})
+
+
+def test_binary_and_shaped_rewards() -> None:
+    outcome = PytestOutcome(frozenset({"f1", "p1", "p2"}), timed_out=False)
+    binary = score_tests(outcome, ["f1", "f2"], ["p1", "p2"], shaped=False)
+    shaped = score_tests(outcome, ["f1", "f2"], ["p1", "p2"], shaped=True)
+    assert binary.reward == 0.0
+    assert shaped.reward == 0.5
+    assert score_tests(outcome, ["f1"], ["p1", "p2"], shaped=False).reward == 1.0
+    assert [list(c) for c in chunks(["a", "b", "c"], 2)] == [["a", "b"], ["c"]]
