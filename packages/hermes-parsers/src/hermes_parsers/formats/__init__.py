@@ -1,0 +1,1 @@
+"""One module per model family; each exposes the ``FormatSpec``s or parser classes it defines."""
