@@ -107,11 +107,15 @@ class SlotPool:
                 )
             async with anyio.create_task_group() as starters:
                 for _ in range(self.config.min_hosts):
-                    starters.start_soon(self._start_host, True)
+                    self._launch(starters)
+            error = self._start_error
+            if len(self._hosts) < self.config.min_hosts and error is not None:
+                if isinstance(error, SandboxError):
+                    raise error
+                raise SandboxError(f"could not start the minimum number of hosts: {error}")
             self._tg.start_soon(self._maintain)
         except BaseException as exc:
-            with anyio.CancelScope(shield=True):
-                await self.__aexit__(type(exc), exc, exc.__traceback__)
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
@@ -153,15 +157,17 @@ class SlotPool:
         host_id = f"{self.config.name}{HOST_ID_SEPARATOR}{uuid.uuid4().hex[:12]}"
         return HostSpec(self.config.name, host_id, self.config.slots_per_host)
 
-    async def _start_host(self, raise_errors: bool = False) -> None:
+    def _launch(self, group: TaskGroup) -> None:
+        # Counted before the task runs, so concurrent acquires never start too many hosts.
         self._starting += 1
+        group.start_soon(self._start_host)
+
+    async def _start_host(self) -> None:
         try:
             host = await self.backend.start_host(self._new_spec())
         except Exception as exc:
             logger.warning("pool %s: starting a host failed: %s", self.config.name, exc)
             self._start_error = exc
-            if raise_errors:
-                raise
             return
         finally:
             self._starting -= 1
@@ -183,7 +189,7 @@ class SlotPool:
         missing = self._waiting - self._free_slots() - pending
         room = self.config.max_hosts - len(self._hosts) - self._starting
         for _ in range(min(room, math.ceil(max(missing, 0) / self.config.slots_per_host))):
-            self._tg.start_soon(self._start_host)
+            self._launch(self._tg)
 
     def _remove_host(self, host_id: str, why: str) -> None:
         entry = self._hosts.pop(host_id, None)
@@ -220,7 +226,7 @@ class SlotPool:
                     self._remove_host(host_id, "idle")
             for _ in range(self.config.min_hosts - len(self._hosts) - self._starting):
                 assert self._tg is not None
-                self._tg.start_soon(self._start_host)
+                self._launch(self._tg)
             self._maybe_grow()
 
     # -- acquire / release -----------------------------------------------------------------

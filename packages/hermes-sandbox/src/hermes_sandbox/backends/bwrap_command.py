@@ -86,6 +86,8 @@ def bwrap_argv(
         "--bind",
         workspace_host,
         workspace_inner,
+        "--remount-ro",
+        "/",
         "--chdir",
         cwd,
         "--",

@@ -1,0 +1,112 @@
+"""The ``terminal`` tool: run a shell command in the slot; ``cd`` and exports persist.
+
+The shell state (working directory and exported variables) of a trajectory is saved in the
+workspace under ``.hermes/terminal`` after every command and restored before the next one, so
+it needs no state in Python and survives on every backend. Output (stdout and stderr merged) is
+capped with head + tail and a notice; a timeout kills the whole process group (exit code 124).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from hermes_protocols import Slot, ToolResult, ToolSchema
+
+from hermes_sandbox.tools._args import cap_text, int_arg, optional_string_arg, string_arg
+
+STATE_DIR = ".hermes/terminal"
+
+TERMINAL_SCHEMA = ToolSchema(
+    name="terminal",
+    description=(
+        "Execute a shell command in the sandbox workspace and return its output. The working "
+        "directory and exported environment variables persist between calls. Long outputs "
+        "are truncated (head and tail kept). Use 'timeout' for long-running commands; "
+        "processes started in the background do not outlive the command."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command to execute"},
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Timeout in seconds (default 60); on timeout the command is "
+                "killed and exit code 124 is reported",
+            },
+            "workdir": {
+                "type": "string",
+                "description": "Working directory for this command (default: the current "
+                "directory of the session, initially the workspace)",
+            },
+        },
+        "required": ["command"],
+    },
+)
+
+
+def _script(state_dir: str, command: str, workdir: str | None) -> str:
+    state = shlex.quote(state_dir)
+    lines = [
+        "exec 2>&1",
+        f"__HERMES_TERMINAL_STATE={state}",
+        'if [ -f "$__HERMES_TERMINAL_STATE/env" ]; then . "$__HERMES_TERMINAL_STATE/env"; fi '
+        ">/dev/null 2>&1",
+        'if [ -f "$__HERMES_TERMINAL_STATE/cwd" ]; then '
+        'cd "$(cat "$__HERMES_TERMINAL_STATE/cwd")" 2>/dev/null; fi',
+        '__hermes_save() { __rc=$?; mkdir -p "$__HERMES_TERMINAL_STATE" && pwd > '
+        '"$__HERMES_TERMINAL_STATE/cwd" && export -p > "$__HERMES_TERMINAL_STATE/env"; '
+        "exit $__rc; }",
+        "trap __hermes_save EXIT",
+    ]
+    if workdir is not None:
+        lines.append(f"cd {shlex.quote(workdir)} || exit 1")
+    lines.append(command)
+    return "\n".join(lines) + "\n"
+
+
+class TerminalTool:
+    """Runs ``command`` through ``slot.exec`` with persistent ``cd``/``export`` state."""
+
+    def __init__(
+        self, *, default_timeout: int = 60, max_timeout: int = 3600, max_output_chars: int = 50_000
+    ) -> None:
+        self.default_timeout = default_timeout
+        self.max_timeout = max_timeout
+        self.max_output_chars = max_output_chars
+
+    @property
+    def schema(self) -> ToolSchema:
+        return TERMINAL_SCHEMA
+
+    async def __call__(self, slot: Slot, arguments: Mapping[str, Any]) -> ToolResult:
+        command = string_arg(arguments, "command")
+        timeout = int_arg(
+            arguments,
+            "timeout",
+            default=self.default_timeout,
+            minimum=1,
+            maximum=self.max_timeout,
+        )
+        workdir = optional_string_arg(arguments, "workdir")
+        state_dir = posixpath.join(slot.workspace, STATE_DIR)
+        result = await slot.exec(_script(state_dir, command, workdir), timeout=timeout)
+        output, capped = cap_text(result.stdout + result.stderr, self.max_output_chars)
+        error = None
+        if result.timed_out:
+            error = f"command timed out after {timeout}s and was killed (exit code 124)"
+        payload = {"output": output, "exit_code": result.exit_code, "error": error}
+        return ToolResult(
+            content=json.dumps(payload, ensure_ascii=False),
+            is_error=result.timed_out,
+            metadata={
+                "exit_code": result.exit_code,
+                "timed_out": result.timed_out,
+                "truncated": capped or result.truncated,
+                "duration_s": result.duration_s,
+            },
+        )

@@ -1,0 +1,136 @@
+"""Shared fixtures of the hermes-sandbox tests.
+
+``BACKENDS`` is the list of backends the conformance suite runs against: a dict from a name to
+a :class:`BackendCase` whose ``make`` is an async context manager factory yielding a started
+``HostBackend`` (given a scratch directory). Add a backend by adding an entry; set
+``skip_reason`` to skip it where it cannot run (e.g. no Docker daemon).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+import pytest
+from hermes_sandbox import (
+    BwrapBackend,
+    BwrapConfig,
+    HostBackend,
+    LocalBackend,
+    LocalConfig,
+    PoolConfig,
+    SlotPool,
+)
+
+SCRATCH_PARENT = Path("/tmp/hermes-sandbox-tests")
+
+MakeBackend = Callable[[Path], contextlib.AbstractAsyncContextManager[HostBackend]]
+
+
+@attrs.frozen
+class BackendCase:
+    """One backend of the conformance suite and what it promises."""
+
+    make: MakeBackend
+    isolated: bool
+    """Commands cannot see other slots, the host's home, or the network."""
+    unprivileged: bool
+    """Commands do not run as root (file permissions bind)."""
+    confined_exec_cwd: bool = True
+    """``exec(cwd=...)`` outside the workspace raises ``WorkspaceEscape``."""
+    skip_reason: Callable[[], str | None] = lambda: None
+
+
+@contextlib.asynccontextmanager
+async def _local(root: Path) -> AsyncIterator[HostBackend]:
+    yield LocalBackend(LocalConfig(root_dir=str(root)))
+
+
+@contextlib.asynccontextmanager
+async def _bwrap(root: Path) -> AsyncIterator[HostBackend]:
+    yield BwrapBackend(BwrapConfig(root_dir=str(root)))
+
+
+BACKENDS: dict[str, BackendCase] = {
+    "local": BackendCase(_local, isolated=False, unprivileged=os.geteuid() != 0),
+    "bwrap": BackendCase(_bwrap, isolated=True, unprivileged=True),
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _leftover_processes(token: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if any(token in part for part in proc.info["cmdline"] or []):
+                found.append(proc.pid)
+    return found
+
+
+def _mounts() -> list[str]:
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        return sorted(line.split()[4] for line in f)
+
+
+@pytest.fixture
+def sandbox_root() -> Iterator[Path]:
+    """A scratch directory slot uids can traverse; the test fails if anything is left in it."""
+    SCRATCH_PARENT.mkdir(mode=0o755, exist_ok=True)
+    SCRATCH_PARENT.chmod(0o755)
+    root = SCRATCH_PARENT / uuid.uuid4().hex[:10]
+    root.mkdir(mode=0o755)
+    mounts = _mounts()
+    children = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield root
+    try:
+        left = sorted(p.name for p in root.iterdir())
+        assert left == [], f"directories left behind: {left}"
+        assert _mounts() == mounts, "mounts left behind"
+        extra = {p.pid for p in psutil.Process().children(recursive=True)} - children
+        alive = [pid for pid in extra if psutil.pid_exists(pid)]
+        assert alive == [], f"child processes left behind: {alive}"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def leftover_processes() -> Callable[[str], list[int]]:
+    """``leftover_processes(token)``: pids of processes whose command line contains ``token``."""
+    return _leftover_processes
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend_case(request: pytest.FixtureRequest) -> BackendCase:
+    case = BACKENDS[request.param]
+    reason = case.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return case
+
+
+@pytest.fixture
+async def host_backend(backend_case: BackendCase, sandbox_root: Path) -> AsyncIterator[HostBackend]:
+    async with backend_case.make(sandbox_root) as backend:
+        yield backend
+
+
+@pytest.fixture
+def make_pool(host_backend: HostBackend) -> Callable[..., SlotPool]:
+    """``make_pool(**PoolConfig fields)``: a pool over the backend under test."""
+
+    def make(**fields: Any) -> SlotPool:
+        fields.setdefault("name", "t" + uuid.uuid4().hex[:8])
+        return SlotPool(host_backend, PoolConfig(**fields))
+
+    return make

