@@ -1,21 +1,252 @@
-"""Command line of the batch runner (its behaviour lands with the batch_runner issue)."""
+"""Command line of the batch runner: ``uv run apps/batch_runner [options]``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import json
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+from hermes_protocols import ConfigError, HermesError
+from rich.console import Console
+
+from hermes_batch_runner.app import EXIT_INTERRUPTED, RunResult, resume_command, run_batch
+from hermes_batch_runner.components import Wiring
+from hermes_batch_runner.config import (
+    SANDBOXES,
+    SERVER_TYPES,
+    RunConfig,
+    config_from_options,
+    load_config_file,
+    resolve_for_resume,
+)
+from hermes_batch_runner.credentials import Credentials
+from hermes_batch_runner.dataset import load_dataset
+from hermes_batch_runner.errors import OutputDirError
+from hermes_batch_runner.run_dir import (
+    RunPaths,
+    default_run_dir,
+    file_sha256,
+    prepare_run_dir,
+    read_json,
+)
+
+EXIT_CONFIG = 2
+EXIT_FAILED = 1
+RUNS_DIR = Path("runs")
 
 DESCRIPTION = """\
-Generate trajectories from an environment or a JSONL dataset with a tool-using agent in
-sandboxes, verified and scored; resumable and exactly-once.
-
-Not implemented yet: this command only describes what it will do.
+Generate trajectories with a tool-using agent in sandboxes, verified and scored, from a
+registered environment (default: endless_terminals) or a hermes-agent batch JSONL dataset.
+With no options it runs a few items with the embedded SmolLM2 model on the bwrap sandbox,
+offline, into runs/<timestamp>/. Every finished rollout is written durably; a killed run is
+continued with --resume.
 """
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="batch_runner", description=DESCRIPTION)
-    parser.parse_args(argv)
-    print("batch_runner: not implemented yet", file=sys.stderr)
-    return 2
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="batch_runner",
+        description=DESCRIPTION,
+        argument_default=argparse.SUPPRESS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = p.add_argument_group("what to run")
+    src.add_argument("--env", metavar="NAME", help="registered environment (endless_terminals)")
+    src.add_argument("--dataset", metavar="FILE.jsonl", help="hermes-agent batch JSONL instead")
+    src.add_argument(
+        "--skip-bad-lines",
+        dest="on_bad_line",
+        action="store_const",
+        const="skip",
+        help="skip invalid dataset lines (reported with line numbers) instead of failing",
+    )
+    src.add_argument("--num-items", type=int, metavar="N", help="items to run (env default 2)")
+    src.add_argument("--group-size", type=int, metavar="N", help="rollouts per item (1)")
+    src.add_argument("--seed", type=int, help="item generation and sampling seed (0)")
+    agent = p.add_argument_group("agent")
+    agent.add_argument("--max-turns", type=int, metavar="N", help="turns per rollout (3)")
+    agent.add_argument("--max-tokens", type=int, metavar="N", help="tokens per turn (96)")
+    agent.add_argument("--temperature", type=float, help="sampling temperature (0.7)")
+    agent.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
+    agent.add_argument("--toolsets", metavar="A,B", help="enabled toolsets (env's by default)")
+    agent.add_argument("--disabled-toolsets", metavar="A,B", help="toolsets to remove")
+    agent.add_argument("--distribution", metavar="NAME", help="sample toolsets per group")
+    agent.add_argument("--parser", metavar="NAME", help="tool-call parser (hermes)")
+    agent.add_argument("--rollout-timeout", type=float, metavar="S", help="per rollout (600)")
+    model = p.add_argument_group("model")
+    model.add_argument("--server-type", choices=SERVER_TYPES, help="embedded unless --model-url")
+    model.add_argument("--model-url", metavar="URL", help="OpenAI-compatible or engine base URL")
+    model.add_argument("--model", metavar="NAME|FILE.gguf", help="model name or local GGUF")
+    model.add_argument("--api-key", help="server API key (default: $OPENAI_API_KEY)")
+    model.add_argument("--extra-body", type=_json_object, metavar="JSON", help="request extras")
+    box = p.add_argument_group("sandbox")
+    box.add_argument("--sandbox", choices=SANDBOXES, help="sandbox backend (bwrap)")
+    box.add_argument("--sandbox-slots", type=int, metavar="N", help="slots per host (4)")
+    box.add_argument("--sandbox-max-hosts", type=int, metavar="N", help="max hosts (1)")
+    box.add_argument("--sandbox-image", metavar="IMAGE", help="docker/modal/nomad image")
+    box.add_argument(
+        "--sandbox-url", action="append", metavar="URL", help="remote sandbox server (repeat)"
+    )
+    box.add_argument("--sandbox-token", help="remote server token ($HERMES_SANDBOX_TOKEN)")
+    box.add_argument(
+        "--sandbox-allow-network", action="store_const", const=True, help="allow network"
+    )
+    box.add_argument("--nomad-address", metavar="URL", help="Nomad HTTP API address")
+    box.add_argument("--command-timeout", type=float, metavar="S", help="per command (30)")
+    out = p.add_argument_group("output and control")
+    out.add_argument("--output", metavar="DIR", help="run directory (runs/<timestamp>)")
+    out.add_argument(
+        "--resume", action="store_true", help="continue the run in --output (or the latest)"
+    )
+    out.add_argument("--config", metavar="FILE", help="options from YAML/TOML (CLI wins)")
+    out.add_argument("--concurrency", type=int, metavar="N", help="rollouts in flight (2)")
+    out.add_argument(
+        "--require-reasoning", action="store_const", const=True, help="drop no-reasoning rollouts"
+    )
+    out.add_argument("--min-reward", type=float, metavar="R", help="drop rollouts below R")
+    out.add_argument("--drain-timeout", type=float, metavar="S", help="Ctrl-C grace (30)")
+    out.add_argument(
+        "--no-progress", dest="progress", action="store_const", const=False, help="no bar"
+    )
+    return p
+
+
+def latest_run(base: Path) -> Path:
+    runs = sorted((d for d in base.glob("*") if (d / "run.json").is_file()), key=lambda d: d.name)
+    if not runs:
+        raise OutputDirError(f"no run to resume under {base}/; pass --output DIR")
+    return runs[-1]
+
+
+def resolve(args: dict[str, Any]) -> tuple[RunConfig, RunPaths, bool, Credentials]:
+    """Turn parsed arguments into the config, the prepared run directory and credentials."""
+    credentials = Credentials.from_args(
+        args.pop("api_key", None), args.pop("sandbox_token", None), os.environ
+    )
+    resume = bool(args.pop("resume", False))
+    explicit: dict[str, Any] = {}
+    if "config" in args:
+        explicit.update(load_config_file(args.pop("config")))
+    explicit.update(args)
+    if resume:
+        given = explicit.get("output")
+        root = Path(given) if given else latest_run(RUNS_DIR)
+        run_file = RunPaths(root).run
+        if not run_file.is_file():
+            raise OutputDirError(f"cannot resume: {run_file} does not exist")
+        recorded = read_json(run_file)
+        config = resolve_for_resume(recorded["config"], {**explicit, "output": str(root)})
+        sha = recorded.get("dataset_sha256")
+        if config.dataset and sha and file_sha256(Path(config.dataset)) != sha:
+            raise ConfigError(
+                f"--resume refuses: dataset {config.dataset} changed since the run started"
+            )
+    else:
+        config = config_from_options(explicit)
+        root = Path(config.output) if config.output else default_run_dir(RUNS_DIR)
+        config = attrs.evolve(config, output=str(root))
+    if config.dataset:
+        load_dataset(config.dataset, skip_bad_lines=config.on_bad_line == "skip")
+    paths = prepare_run_dir(root, resume=resume)
+    return config, paths, resume, credentials
+
+
+def _default_wiring(credentials: Credentials) -> Wiring:
+    from hermes_batch_runner.wiring import real_components
+
+    return functools.partial(real_components, credentials=credentials)
+
+
+def print_summary(console: Console, result: RunResult) -> None:
+    counts = result.summary["counts"]
+    reward = result.summary["reward"]
+    session = result.summary["session"]
+    assert isinstance(counts, dict)
+    assert isinstance(reward, dict)
+    assert isinstance(session, dict)
+    mean = reward.get("mean")
+    console.print(
+        f"[bold]{counts['finished']}/{counts['expected']} rollouts[/] "
+        f"(kept {counts['kept']}, failed {counts['failed']}, filtered {counts['filtered']}) · "
+        f"mean reward {'n/a' if mean is None else f'{mean:.3f}'} · "
+        f"pass rate {reward.get('pass_rate')} · "
+        f"{session['rollouts']} this session in {session['wall_s']:.1f}s"
+    )
+    if counts["failed_by_reason"]:
+        console.print(f"failed by reason: {counts['failed_by_reason']}")
+    console.print(f"output: {result.paths.root}/ (trajectories.jsonl, summary.json, report.html)")
+    if result.interrupted or counts["remaining"]:
+        console.print(f"[yellow]interrupted; resume with:[/] {resume_command(result.paths)}")
+
+
+def main(argv: Sequence[str] | None = None, *, wiring: Wiring | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        args = vars(build_parser().parse_args(arguments))
+        config, paths, resume, credentials = resolve(args)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_CONFIG
+    except (HermesError, OSError) as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_FAILED
+    chosen = wiring or _default_wiring(credentials)
+    console.print(f"batch run: {config.source} -> {paths.root}", highlight=False)
+    try:
+        result = anyio.run(
+            functools.partial(
+                run_batch,
+                config,
+                paths,
+                resume=resume,
+                wiring=chosen,
+                console=console,
+                argv=arguments,
+            )
+        )
+    except KeyboardInterrupt:
+        _discard_if_unstarted(paths)
+        console.print("[yellow]interrupted before any rollout was written[/]")
+        return EXIT_INTERRUPTED
+    except ConfigError as exc:
+        _discard_if_unstarted(paths)
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_CONFIG
+    except (HermesError, OSError) as exc:
+        _discard_if_unstarted(paths)
+        console.print(f"[red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        if paths.run.exists():
+            console.print(f"the run can be continued with: {resume_command(paths)}")
+        return EXIT_FAILED
+    print_summary(console, result)
+    return result.exit_code
+
+
+def _discard_if_unstarted(paths: RunPaths) -> None:
+    """Remove a run directory this process created but never started (no run.json)."""
+    if paths.run.exists():
+        return
+    lock = paths.root / ".lock"
+    lock.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        paths.root.rmdir()

@@ -1,0 +1,232 @@
+"""One batch run end to end: recover, wire, plan, execute, summarize, report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import attrs
+from hermes_protocols import JSONObject
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from hermes_batch_runner.components import Wiring
+from hermes_batch_runner.config import RunConfig, config_to_json
+from hermes_batch_runner.engine import (
+    Outcome,
+    PlannedRollout,
+    RolloutFn,
+    RolloutSink,
+    Status,
+    execute,
+    plan_rollouts,
+)
+from hermes_batch_runner.errors import CorruptLogError
+from hermes_batch_runner.filters import WriteFilters
+from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, read_records, recover_log
+from hermes_batch_runner.report import render_report
+from hermes_batch_runner.run_dir import RunPaths, file_sha256, write_json_atomic
+from hermes_batch_runner.summary import SessionStats, build_summary
+
+EXIT_OK = 0
+EXIT_INTERRUPTED = 130
+
+
+@attrs.frozen(slots=True)
+class RunResult:
+    """How a run ended: the exit code, where its files are, and its summary."""
+
+    exit_code: int
+    paths: RunPaths
+    summary: JSONObject
+    interrupted: bool
+
+
+def resume_command(paths: RunPaths) -> str:
+    return f"uv run apps/batch_runner --output {paths.root} --resume"
+
+
+def run_record(config: RunConfig, argv: list[str]) -> JSONObject:
+    """What ``run.json`` holds: the resolved config plus facts a resume checks."""
+    record: JSONObject = {
+        "config": config_to_json(config),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "argv": list(argv),
+    }
+    if config.dataset:
+        record["dataset_sha256"] = file_sha256(Path(config.dataset))
+    return record
+
+
+def _recover_all(paths: RunPaths) -> tuple[frozenset[str], list[Recovery]]:
+    recoveries = [recover_log(p) for p in paths.logs]
+    done: set[str] = set()
+    for path, recovery in zip(paths.logs, recoveries, strict=True):
+        twice = done & recovery.ids
+        if twice:
+            raise CorruptLogError(f"{path}: id {sorted(twice)[0]!r} is also in another log")
+        done |= recovery.ids
+    return frozenset(done), recoveries
+
+
+async def _watch_signals(stop: anyio.Event, cancel: anyio.Event, console: Console) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _sig in signals:
+            if not stop.is_set():
+                console.print(
+                    "[yellow]stopping: finishing in-flight rollouts "
+                    "(press Ctrl-C again to cancel them)[/]"
+                )
+                stop.set()
+            else:
+                console.print("[yellow]cancelling in-flight rollouts[/]")
+                cancel.set()
+
+
+def write_outputs(
+    paths: RunPaths, *, expected: int, session: SessionStats, title: str
+) -> JSONObject:
+    """Recompute ``summary.json`` and ``report.html`` from the three logs."""
+    kept = read_records(paths.trajectories)
+    failed = read_records(paths.failed)
+    filtered = read_records(paths.filtered)
+    summary = build_summary(
+        expected=expected, kept=kept, failed=failed, filtered=filtered, session=session
+    )
+    write_json_atomic(paths.summary, summary)
+    page = render_report(
+        title=title,
+        summary=summary,
+        groups=[("kept", kept), ("failed", failed), ("filtered", filtered)],
+    )
+    tmp = paths.report.with_name(".report.html.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(paths.report)
+    return summary
+
+
+async def run_batch(
+    config: RunConfig,
+    paths: RunPaths,
+    *,
+    resume: bool,
+    wiring: Wiring,
+    console: Console,
+    argv: list[str],
+    handle_signals: bool = True,
+) -> RunResult:
+    """Run (or resume) the batch described by ``config`` into ``paths``."""
+    started = time.perf_counter()
+    with RunLock(paths.root):
+        done, recoveries = await anyio.to_thread.run_sync(_recover_all, paths)
+        for path, recovery in zip(paths.logs, recoveries, strict=True):
+            if recovery.dropped_bytes:
+                console.print(
+                    f"[yellow]repaired {path.name}: removed a torn last line "
+                    f"({recovery.dropped_bytes} bytes)[/]"
+                )
+        async with wiring(config) as components:
+            plan, expected = plan_rollouts(
+                components.env_name, components.items, config.group_size, done
+            )
+            if not resume:
+                write_json_atomic(paths.run, run_record(config, argv))
+            if resume:
+                console.print(
+                    f"resuming {paths.root}: {len(done)} rollouts already done, {len(plan)} to go"
+                )
+            outcome = await _execute_with_progress(
+                config,
+                paths,
+                plan,
+                components.run_one,
+                components.model,
+                console,
+                handle_signals=handle_signals,
+            )
+            model = components.model
+        session = SessionStats(
+            wall_s=time.perf_counter() - started,
+            rollouts=outcome.finished,
+            generated_tokens=outcome.generated_tokens,
+            interrupted=outcome.interrupted,
+            cancelled_in_flight=outcome.cancelled_in_flight,
+        )
+        summary = await anyio.to_thread.run_sync(
+            lambda: write_outputs(
+                paths, expected=expected, session=session, title=f"{config.source} · {model}"
+            )
+        )
+    exit_code = EXIT_INTERRUPTED if outcome.interrupted else EXIT_OK
+    return RunResult(exit_code, paths, summary, outcome.interrupted)
+
+
+async def _execute_with_progress(
+    config: RunConfig,
+    paths: RunPaths,
+    plan: Sequence[PlannedRollout],
+    run_one: RolloutFn,
+    model: str,
+    console: Console,
+    *,
+    handle_signals: bool,
+) -> Outcome:
+    filters = WriteFilters(config.require_reasoning, config.min_reward)
+    stop, cancel = anyio.Event(), anyio.Event()
+    counts = {"kept": 0, "failed": 0, "filtered": 0}
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]rollouts"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not config.progress,
+    )
+    task = progress.add_task("rollouts", total=len(plan), detail="")
+
+    def finished(status: Status, record: JSONObject) -> None:
+        counts[status] += 1
+        progress.update(
+            task,
+            advance=1,
+            detail=f"kept {counts['kept']} failed {counts['failed']} filtered {counts['filtered']}",
+        )
+
+    async with (
+        JsonlLog(paths.trajectories) as kept,
+        JsonlLog(paths.failed) as failed,
+        JsonlLog(paths.filtered) as filtered,
+    ):
+        sink = RolloutSink(
+            kept=kept, failed=failed, filtered=filtered, filters=filters, model=model
+        )
+        with progress:
+            async with anyio.create_task_group() as tg:
+                if handle_signals:
+                    tg.start_soon(_watch_signals, stop, cancel, console)
+                outcome = await execute(
+                    plan,
+                    run_one,
+                    sink,
+                    concurrency=config.concurrency,
+                    stop=stop,
+                    cancel=cancel,
+                    drain_timeout=config.drain_timeout,
+                    on_finished=finished,
+                )
+                tg.cancel_scope.cancel()
+        outcome.generated_tokens = sink.generated_tokens
+    return outcome

@@ -1,0 +1,241 @@
+"""The resolved configuration of a run: defaults < config file < command line.
+
+``RunConfig`` is what ``run.json`` records. Keys in :data:`RUNTIME_KEYS` may change between a
+run and its resume (they do not change what a rollout produces); every other key must match.
+The API key is never part of the config: it comes from ``--api-key`` or the environment and is
+never written to disk.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import attrs
+import cattrs
+import yaml  # type: ignore[import-untyped]
+from hermes_protocols import ConfigError, JSONObject
+
+from hermes_batch_runner.errors import ResumeMismatch
+
+SandboxName: TypeAlias = Literal["bwrap", "local", "docker", "modal", "nomad", "remote"]
+ServerType: TypeAlias = Literal["openai", "sglang", "vllm", "llama_cpp", "embedded"]
+SANDBOXES: tuple[str, ...] = ("bwrap", "local", "docker", "modal", "nomad", "remote")
+SERVER_TYPES: tuple[str, ...] = ("openai", "sglang", "vllm", "llama_cpp", "embedded")
+DEFAULT_ENV = "endless_terminals"
+DEFAULT_ENV_ITEMS = 2  # items of an environment when --num-items is not given
+
+#: Keys that may differ between a run and its resume.
+RUNTIME_KEYS: frozenset[str] = frozenset(
+    {"concurrency", "output", "progress", "drain_timeout", "on_bad_line"}
+)
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{attribute.name.replace('_', '-')} must be > 0, got {value}")
+
+
+def _non_negative(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if value < 0:
+        raise ConfigError(f"{attribute.name.replace('_', '-')} must be >= 0, got {value}")
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def check(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
+        if value not in choices:
+            raise ConfigError(
+                f"{attribute.name.replace('_', '-')} must be one of {', '.join(choices)}; "
+                f"got {value!r}"
+            )
+
+    return check
+
+
+def _strs(values: Any) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = [v for v in values.split(",") if v]
+    return tuple(str(v) for v in values)
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RunConfig:
+    """Every option of a batch run (see ``--help`` for each one's meaning)."""
+
+    env: str = DEFAULT_ENV
+    dataset: str | None = None
+    on_bad_line: Literal["skip", "fail"] = attrs.field(
+        default="fail", validator=_one_of(("skip", "fail"))
+    )
+    num_items: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive)
+    )
+    group_size: int = attrs.field(default=1, validator=_positive)
+    concurrency: int = attrs.field(default=2, validator=_positive)
+    max_turns: int = attrs.field(default=3, validator=_positive)
+    max_tokens: int = attrs.field(default=96, validator=_positive)
+    temperature: float = attrs.field(default=0.7, validator=_non_negative)
+    system_prompt: str | None = None
+    toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    disabled_toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    distribution: str | None = None
+    parser: str = "hermes"
+    sandbox: SandboxName = attrs.field(default="bwrap", validator=_one_of(SANDBOXES))
+    sandbox_slots: int = attrs.field(default=4, validator=_positive)
+    sandbox_max_hosts: int = attrs.field(default=1, validator=_positive)
+    sandbox_image: str | None = None
+    sandbox_url: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    sandbox_allow_network: bool = False
+    nomad_address: str | None = None
+    command_timeout: float = attrs.field(default=30.0, validator=_positive)
+    rollout_timeout: float = attrs.field(default=600.0, validator=_positive)
+    model_url: str | None = None
+    model: str | None = None
+    server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
+    extra_body: JSONObject | None = None
+    seed: int = 0
+    output: str | None = None
+    require_reasoning: bool = False
+    min_reward: float | None = None
+    drain_timeout: float = attrs.field(default=30.0, validator=_non_negative)
+    progress: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.server_type != "embedded" and not self.model_url:
+            raise ConfigError(
+                f"--server-type {self.server_type} needs --model-url (the server's base URL); "
+                "omit --server-type to use the embedded model"
+            )
+        if self.toolsets and self.distribution:
+            raise ConfigError("give either --toolsets or --distribution, not both")
+        if self.sandbox == "remote" and not self.sandbox_url:
+            raise ConfigError("--sandbox remote needs --sandbox-url (one or more server URLs)")
+        if self.sandbox == "nomad" and not self.nomad_address:
+            raise ConfigError("--sandbox nomad needs --nomad-address (the Nomad HTTP API URL)")
+
+    @property
+    def item_limit(self) -> int | None:
+        """How many items to run: ``num_items``, else all of a dataset or a few env items."""
+        if self.num_items is not None:
+            return self.num_items
+        return None if self.dataset else DEFAULT_ENV_ITEMS
+
+    @property
+    def source(self) -> str:
+        """What items come from: ``dataset:<file>`` or ``env:<name>``."""
+        return f"dataset:{self.dataset}" if self.dataset else f"env:{self.env}"
+
+
+def _converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook_func(lambda t: t == tuple[str, ...], lambda v, _t: _strs(v))
+    return converter
+
+
+_CONVERTER = _converter()
+FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(RunConfig))
+
+
+def normalize_keys(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept ``max-turns`` and ``max_turns`` alike; reject unknown keys by name."""
+    out = {str(k).replace("-", "_"): v for k, v in options.items()}
+    unknown = sorted(set(out) - set(FIELD_NAMES))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {', '.join(unknown)}; known: {', '.join(FIELD_NAMES)}"
+        )
+    return out
+
+
+def config_from_options(options: Mapping[str, Any]) -> RunConfig:
+    """Build a config from a flat mapping of option names; raises ConfigError with the cause."""
+    normalized = normalize_keys(options)
+    if normalized.get("server_type") is None and normalized.get("model_url"):
+        normalized["server_type"] = "openai"
+    try:
+        return _CONVERTER.structure(normalized, RunConfig)
+    except ConfigError:
+        raise
+    except cattrs.BaseValidationError as exc:
+        causes = "; ".join(_describe_causes(exc))
+        raise ConfigError(f"invalid configuration: {causes}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from exc
+
+
+def _describe_causes(exc: BaseException) -> list[str]:
+    if isinstance(exc, cattrs.BaseValidationError):
+        out: list[str] = []
+        for sub in exc.exceptions:
+            note = next(iter(getattr(sub, "__notes__", [])), "")
+            out.extend(f"{note}: {d}" if note else d for d in _describe_causes(sub))
+        return out
+    if isinstance(exc, ConfigError):
+        return [str(exc)]
+    return [f"{type(exc).__name__}: {exc}"]
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Options from a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from exc
+    try:
+        if file.suffix == ".toml":
+            data: Any = tomllib.loads(text)
+        elif file.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        kind = file.suffix[1:] or "YAML"
+        raise ConfigError(f"config file {file} is not valid {kind}: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {file} must hold a mapping of options")
+    return normalize_keys(data)
+
+
+def config_to_json(config: RunConfig) -> JSONObject:
+    """The config as the JSON ``run.json`` stores."""
+    data: JSONObject = _CONVERTER.unstructure(config)
+    data["toolsets"] = list(config.toolsets)
+    data["disabled_toolsets"] = list(config.disabled_toolsets)
+    data["sandbox_url"] = list(config.sandbox_url)
+    return data
+
+
+def differing_keys(recorded: Mapping[str, Any], resolved: RunConfig) -> list[str]:
+    """Keys whose resolved value differs from the recorded one (runtime keys excepted)."""
+    current = config_to_json(resolved)
+    keys = set(current) | set(recorded)
+    return sorted(k for k in keys if k not in RUNTIME_KEYS and recorded.get(k) != current.get(k))
+
+
+def resolve_for_resume(recorded: Mapping[str, Any], explicit: Mapping[str, Any]) -> RunConfig:
+    """The recorded config with the explicitly given options on top.
+
+    Raises :class:`ResumeMismatch` naming every key whose given value differs from the record.
+    """
+    try:
+        merged = config_from_options({**normalize_keys(recorded), **normalize_keys(explicit)})
+    except ConfigError as exc:
+        raise ConfigError(f"run.json holds a config this version cannot use: {exc}") from exc
+    diffs = differing_keys(recorded, merged)
+    if diffs:
+        current = config_to_json(merged)
+        details = "; ".join(
+            f"{k}: recorded {recorded.get(k)!r}, given {current.get(k)!r}" for k in diffs
+        )
+        raise ResumeMismatch(
+            diffs,
+            f"--resume refuses a different config ({details}). Resume with the same options, "
+            "or start a new run with another --output.",
+        )
+    return merged

@@ -1,0 +1,115 @@
+"""The run directory: ``runs/<timestamp>/`` with the files every run writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hermes_batch_runner.errors import OutputDirError
+
+RUN_FILE = "run.json"
+
+
+@attrs.frozen(slots=True)
+class RunPaths:
+    """Where each output of a run lives."""
+
+    root: Path
+
+    @property
+    def trajectories(self) -> Path:
+        return self.root / "trajectories.jsonl"
+
+    @property
+    def failed(self) -> Path:
+        return self.root / "failed.jsonl"
+
+    @property
+    def filtered(self) -> Path:
+        return self.root / "filtered.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def run(self) -> Path:
+        return self.root / RUN_FILE
+
+    @property
+    def logs(self) -> tuple[Path, Path, Path]:
+        """The three exactly-once logs; every finished rollout id is in exactly one."""
+        return (self.trajectories, self.failed, self.filtered)
+
+
+def default_run_dir(base: Path, now: dt.datetime | None = None) -> Path:
+    """``base/<UTC timestamp>``, made unique with a suffix if it already exists."""
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%d-%H%M%S")
+    candidate = base / stamp
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = base / f"{stamp}-{n}"
+    return candidate
+
+
+def prepare_run_dir(root: Path, *, resume: bool) -> RunPaths:
+    """Create (or, when resuming, check) the run directory and prove it is writable."""
+    paths = RunPaths(root)
+    if resume:
+        if not paths.run.is_file():
+            raise OutputDirError(
+                f"cannot resume: {paths.run} does not exist; pass --output with the directory of "
+                "the run to resume"
+            )
+    elif paths.run.exists():
+        raise OutputDirError(
+            f"{root} already holds a run; add --resume to continue it or choose another --output"
+        )
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-probe-{os.getpid()}"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise OutputDirError(
+            f"output directory {root} is not writable: {exc.strerror or exc}; choose another "
+            "--output"
+        ) from exc
+    return paths
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temporary file, fsync and rename (never half a file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise OutputDirError(f"cannot read {path}: {exc}") from exc
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hermes_batch_runner.cli import main
+
+Factory = Callable[..., Any]
+
+
+def _ids(path: Path) -> list[str]:
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()]
+
+
+def _all_ids(run: Path) -> list[str]:
+    return sorted(
+        i for name in ("trajectories", "failed", "filtered") for i in _ids(run / f"{name}.jsonl")
+    )
+
+
+def test_a_run_writes_every_output_file(
+    tmp_path: Path, fake_components: Factory, fake_wiring: Factory
+) -> None:
+    components = fake_components(3, fail_items=["item2"])
+    wiring = fake_wiring(components)
+    out = tmp_path / "run"
+    argv = ["--output", str(out), "--num-items", "3", "--group-size", "2", "--no-progress"]
+    assert main(argv, wiring=wiring) == 0
+    assert wiring.entered == wiring.exited == 1
+    assert sorted(_ids(out / "trajectories.jsonl")) == [
+        "fake/item0/0", "fake/item0/1", "fake/item1/0", "fake/item1/1",
+    ]  # fmt: skip
+    assert sorted(_ids(out / "failed.jsonl")) == ["fake/item2/0", "fake/item2/1"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["expected"] == 6
+    assert summary["complete"] is True
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["group_size"] == 2
+    assert "api_key" not in json.dumps(run)
+    assert "<html" in (out / "report.html").read_text()
+
+
+def test_resume_runs_only_the_missing_rollouts_and_repairs_a_torn_line(
+    tmp_path: Path, fake_components: Factory, fake_wiring: Factory
+) -> None:
+    out = tmp_path / "run"
+    argv = ["--output", str(out), "--num-items", "4", "--no-progress"]
+    assert main(argv, wiring=fake_wiring(fake_components(4))) == 0
+    trajectories = out / "trajectories.jsonl"
+    lines = trajectories.read_bytes().splitlines(keepends=True)
+    # simulate a crash: two records never written, the last one torn in half
+    trajectories.write_bytes(lines[0] + lines[1][: len(lines[1]) // 2])
+    kept_id = json.loads(lines[0])["id"]
+    components = fake_components(4)
+    assert main([*argv, "--resume"], wiring=fake_wiring(components)) == 0
+    assert len(components.calls) == 3
+    assert kept_id.split("/")[1] not in {c[0] for c in components.calls}
+    assert _all_ids(out) == [f"fake/item{k}/0" for k in range(4)]
+    for line in trajectories.read_text().splitlines():
+        json.loads(line)
+    # a second resume has nothing left to do
+    again = fake_components(4)
+    assert main(["--output", str(out), "--resume", "--no-progress"], wiring=fake_wiring(again)) == 0
+    assert again.calls == []
+
+
+def test_resume_with_other_options_is_refused_naming_them(
+    tmp_path: Path,
+    fake_components: Factory,
+    fake_wiring: Factory,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "run"
+    assert main(["--output", str(out), "--num-items", "2", "--no-progress"],
+                wiring=fake_wiring(fake_components(2))) == 0  # fmt: skip
+    code = main(
+        ["--output", str(out), "--resume", "--num-items", "3", "--max-turns", "9"],
+        wiring=fake_wiring(fake_components(3)),
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "max_turns" in err
+    assert "num_items" in err
+
+
+def test_an_existing_run_is_not_overwritten_without_resume(
+    tmp_path: Path, fake_components: Factory, fake_wiring: Factory
+) -> None:
+    out = tmp_path / "run"
+    argv = ["--output", str(out), "--num-items", "1", "--no-progress"]
+    assert main(argv, wiring=fake_wiring(fake_components(1))) == 0
+    assert main(argv, wiring=fake_wiring(fake_components(1))) == 1
+
+
+def test_malformed_dataset_lines_fail_with_their_line_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "ok"}\n{"prompt": 3}\n')
+    code = main(["--dataset", str(data), "--output", str(tmp_path / "run"), "--num-items", "1"])
+    assert code == 2
+    assert "line 2" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unwritable_output_directory_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_components: Factory,
+    fake_wiring: Factory,
+) -> None:  # fmt: skip
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code = main(["--output", str(blocker / "run")], wiring=fake_wiring(fake_components(1)))
+    assert code == 1
+    assert "not writable" in capsys.readouterr().err
+
+
+def test_bad_options_exit_non_zero_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--server-type", "vllm"]) == 2
+    assert "--model-url" in capsys.readouterr().err
+    assert main(["--concurrency", "0"]) == 2
+    with pytest.raises(SystemExit) as info:
+        main(["--extra-body", "[1]"])
+    assert info.value.code == 2
+
+
+def test_default_output_goes_under_runs(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_components: Factory,
+    fake_wiring: Factory,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--no-progress"], wiring=fake_wiring(fake_components(2))) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    assert len(_ids(run / "trajectories.jsonl")) == 2
+    again = fake_components(2)
+    assert main(["--resume", "--no-progress"], wiring=fake_wiring(again)) == 0
+    assert again.calls == []
