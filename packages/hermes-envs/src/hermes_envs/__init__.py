@@ -1,10 +1,19 @@
 """hermes-envs: the rollout runner, the reward context and the shipped environments."""
 
+from hermes_envs.catalog import default_registry
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.endless import EndlessTerminalsConfig, EndlessTerminalsEnv
 from hermes_envs.errors import DatasetError, PhaseTimeout, SetupError
 from hermes_envs.registry import EnvRegistry, EnvSpec
-from hermes_envs.runner import RolloutRunner, RunnerConfig, RunSummary
+from hermes_envs.runner import (
+    GroupCallback,
+    RolloutCallback,
+    RolloutRunner,
+    RunnerConfig,
+    RunSummary,
+)
+from hermes_envs.swe_smith import SweSmithConfig, SweSmithOracleEnv
+from hermes_envs.terminal_bench import TerminalBenchConfig, TerminalBenchEnv
 from hermes_envs.toolsets import (
     SlotToolExecutor,
     ToolsetDistribution,
@@ -18,14 +27,21 @@ __all__ = [
     "EndlessTerminalsEnv",
     "EnvRegistry",
     "EnvSpec",
+    "GroupCallback",
     "PhaseTimeout",
+    "RolloutCallback",
     "RolloutRunner",
     "RunSummary",
     "RunnerConfig",
     "SetupError",
     "SlotRewardContext",
     "SlotToolExecutor",
+    "SweSmithConfig",
+    "SweSmithOracleEnv",
+    "TerminalBenchConfig",
+    "TerminalBenchEnv",
     "ToolsetDistribution",
     "ToolsetSelection",
+    "default_registry",
     "resolve_toolsets",
 ]

@@ -1,0 +1,2 @@
+#!/bin/bash
+cat /app/logs/*.log | grep ERROR | sort > /app/errors.txt

@@ -1,0 +1,227 @@
+"""The terminal_bench environment: Harbor/TB2 tasks, tests uploaded only at verification.
+
+On container backends (``host_userland=False``) the slot is expected to run the task's
+``docker_image`` with ``/app`` as the workspace; tests go to ``/tests`` and the reward is read
+from ``/logs/verifier/reward.txt``. On bwrap/local slots (``host_userland=True``) the task runs
+in the host userland: ``/app``, ``/tests`` and ``/logs`` are remapped into the workspace, the
+environment files are copied in, and a warning says the task image is not used.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import shlex
+import tarfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from hermes_protocols import (
+    AgentResult,
+    ConfigError,
+    FailureKind,
+    Item,
+    Message,
+    RewardContext,
+    Score,
+    Slot,
+)
+
+from hermes_envs.errors import DatasetError
+from hermes_envs.shell import run_checked, write_files
+from hermes_envs.terminal_bench.task import (
+    TbTask,
+    load_rows_jsonl,
+    load_task_dir,
+    sample_task_dirs,
+)
+
+log = logging.getLogger(__name__)
+
+TESTS_DIR = ".hermes_tb_tests"
+LOGS_DIR = ".hermes_tb_logs"
+_ROOTS = re.compile(r"(?<![\w./~-])/(app|tests|logs)(?![\w.-])")
+SYSTEM_PROMPT = (
+    "You are an expert at solving tasks in a Linux terminal. Use your tools to complete the "
+    "task; your work is checked by hidden tests after you finish."
+)
+
+
+@attrs.frozen(slots=True)
+class TerminalBenchConfig:
+    """Task sources (shipped samples, task directories, a JSONL of TB2 rows) and runtime.
+
+    ``host_userland`` must be ``False`` only when the slot runs the task's image (docker,
+    modal); ``reward_threshold`` turns a fractional reward.txt into pass/fail when set.
+    """
+
+    task_dirs: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    rows_path: str | None = None
+    include_samples: bool = True
+    host_userland: bool = True
+    setup_timeout: float = 120.0
+    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=tuple)
+
+
+def _remap_text(text: str, workspace: str | None) -> str:
+    """Rewrite /app, /tests, /logs into the workspace (relative when ``workspace`` is None)."""
+
+    def repl(match: re.Match[str]) -> str:
+        root = match.group(1)
+        base = "." if workspace is None else workspace
+        if root == "app":
+            return base
+        return f"{base}/{TESTS_DIR if root == 'tests' else LOGS_DIR}"
+
+    return _ROOTS.sub(repl, text)
+
+
+def _remap_bytes(data: bytes, workspace: str) -> bytes:
+    try:
+        return _remap_text(data.decode("utf-8"), workspace).encode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def _tar(files: Mapping[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755 if name.endswith(".sh") else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class TerminalBenchEnv:
+    """Reward: ``/logs/verifier/reward.txt`` when test.sh writes it, else 1.0 iff exit 0."""
+
+    name = "terminal_bench"
+
+    def __init__(self, config: TerminalBenchConfig | None = None) -> None:
+        self.config = config or TerminalBenchConfig()
+        tasks: list[TbTask] = []
+        dirs = [
+            *(sample_task_dirs() if self.config.include_samples else []),
+            *map(Path, self.config.task_dirs),
+        ]
+        tasks.extend(load_task_dir(d) for d in dirs)
+        if self.config.rows_path:
+            tasks.extend(load_rows_jsonl(Path(self.config.rows_path)))
+        self.tasks: dict[str, TbTask] = {}
+        for task in tasks:
+            if task.name in self.tasks:
+                raise ConfigError(f"terminal_bench: two tasks are named {task.name!r}")
+            self.tasks[task.name] = task
+        self._warned = False
+
+    @property
+    def toolsets(self) -> Sequence[str]:
+        return self.config.toolsets
+
+    def items(self, *, seed: int, split: str = "train") -> Iterator[Item]:
+        """Every task once, sorted by name then rotated by ``seed``."""
+        names = sorted(self.tasks)
+        if not names:
+            return
+        shift = seed % len(names)
+        for name in names[shift:] + names[:shift]:
+            yield Item(id=name, data={"task": name}, split=split)
+
+    def task(self, item: Item) -> TbTask:
+        try:
+            return self.tasks[str(item.data["task"])]
+        except KeyError:
+            raise DatasetError(f"terminal_bench has no task {item.data.get('task')!r}") from None
+
+    def image_for(self, item: Item) -> str | None:
+        """The container image the task expects (for docker/modal slot pools)."""
+        return self.task(item).docker_image
+
+    def prompt(self, item: Item) -> Sequence[Message]:
+        text = self.task(item).instruction
+        if self.config.host_userland:
+            text = _remap_text(text, None)
+        return (Message.system(SYSTEM_PROMPT), Message.user(text))
+
+    def oracle_solution(self, item: Item) -> str:
+        solution = self.task(item).solution
+        if solution is None:
+            raise DatasetError(f"{item.id}: the task ships no solution/solve.sh")
+        return _remap_text(solution, None) if self.config.host_userland else solution
+
+    async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]:
+        task = self.task(item)
+        if not self.config.host_userland:
+            await run_checked(slot, "mkdir -p /logs/verifier", timeout=30, what="mkdir /logs")
+            return {"task": task.name, "image": task.docker_image, "host_userland": False}
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "terminal_bench: running tasks in the host userland (bwrap/local slot); task "
+                "images such as %r are not used and /app, /tests, /logs are remapped into the "
+                "workspace. Use a docker or modal pool with host_userland=False for fidelity.",
+                task.docker_image,
+            )
+        files = {k: _remap_bytes(v, slot.workspace) for k, v in task.environment_files.items()}
+        await write_files(slot, files)
+        return {"task": task.name, "image": task.docker_image, "host_userland": True}
+
+    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
+        task = self.task(item)
+        host = self.config.host_userland
+        tests_dir = f"{ctx.workspace}/{TESTS_DIR}" if host else "/tests"
+        logs_dir = f"{ctx.workspace}/{LOGS_DIR}" if host else "/logs"
+        files = task.test_files
+        if host:
+            files = {k: _remap_bytes(v, ctx.workspace) for k, v in files.items()}
+        q_tests, q_logs = shlex.quote(tests_dir), shlex.quote(logs_dir)
+        await run_checked(
+            ctx,
+            f"rm -rf {q_tests} {q_logs}/verifier && mkdir -p {q_tests} {q_logs}/verifier",
+            timeout=self.config.setup_timeout,
+            what="preparing the test directories",
+        )
+        await ctx.write_file(f"{TESTS_DIR if host else tests_dir}/.hermes_tests.tar", _tar(files))
+        await run_checked(
+            ctx,
+            f"cd {q_tests} && tar -xf .hermes_tests.tar && rm -f .hermes_tests.tar",
+            timeout=self.config.setup_timeout,
+            what="unpacking the tests",
+        )
+        run = await ctx.exec(
+            f"bash {q_tests}/test.sh", timeout=task.verifier_timeout, cwd=None if host else "/app"
+        )
+        if run.timed_out:
+            return Score(
+                reward=0.0,
+                metrics={"test_timed_out": 1.0},
+                failure=FailureKind.MODEL,
+                details=f"test.sh timed out after {task.verifier_timeout:g}s",
+            )
+        reward_file = f"{logs_dir}/verifier/reward.txt"
+        check = await ctx.exec(f"test -f {shlex.quote(reward_file)}", timeout=30)
+        if check.ok:
+            text = (await ctx.read_file(reward_file)).decode(errors="replace").strip()
+            try:
+                reward = float(text)
+            except ValueError:
+                return Score(
+                    reward=0.0,
+                    failure=FailureKind.INFRASTRUCTURE,
+                    details=f"reward.txt holds {text[:100]!r}, not a number",
+                )
+            source = 1.0
+        else:
+            reward = 1.0 if run.exit_code == 0 else 0.0
+            source = 0.0
+        return Score(
+            reward=reward,
+            metrics={"test_exit_code": float(run.exit_code), "reward_from_file": source},
+            failure=None if reward > 0 else FailureKind.MODEL,
+            details=(run.stdout + run.stderr)[-2000:] if reward <= 0 else "",
+        )
