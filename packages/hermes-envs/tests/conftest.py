@@ -237,19 +237,34 @@ class NamedToolset:
 class OracleAgent:
     """Runs a known solution script through the executor's ``terminal`` tool."""
 
-    def __init__(self, script: str, tool: str = "terminal", argument: str = "command") -> None:
+    def __init__(
+        self,
+        script: str,
+        tool: str = "terminal",
+        argument: str = "command",
+        *,
+        catch_tool_errors: bool = False,
+    ) -> None:
         self.script = script
         self.tool = tool
         self.argument = argument
+        self.catch_tool_errors = catch_tool_errors
         self.calls = 0
+        self.seen_tools: list[tuple[str, ...]] = []
 
     async def run(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
     ) -> AgentResult:
         self.calls += 1
+        self.seen_tools.append(tuple(sorted(t.name for t in tools)))
         assert self.tool in {t.name for t in tools}
         call = ToolCall("call_0", self.tool, _json({self.argument: self.script}))
-        output = await executor(self.tool, {self.argument: self.script})
+        try:
+            output = await executor(self.tool, {self.argument: self.script})
+        except Exception as exc:
+            if not self.catch_tool_errors:
+                raise
+            output = ToolResult(f"tool failed: {exc}", is_error=True)
         return AgentResult(
             messages=[
                 *messages,

@@ -1,0 +1,269 @@
+"""The rollout runner: phases, retries, timeouts, groups, toolsets, streaming, cancellation."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import pytest
+from hermes_envs import (
+    EndlessTerminalsConfig,
+    EndlessTerminalsEnv,
+    RolloutRunner,
+    RunnerConfig,
+    ToolsetDistribution,
+    ToolsetSelection,
+)
+from hermes_protocols import (
+    AgentResult,
+    ConfigError,
+    FailureKind,
+    Item,
+    Message,
+    RewardContext,
+    Score,
+    ScoredRollout,
+    StopReason,
+    ToolExecutor,
+    ToolSchema,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.anyio
+FAST = RunnerConfig(retry_delay_s=0.0, max_attempts=3)
+
+
+def _env() -> EndlessTerminalsEnv:
+    return EndlessTerminalsEnv(EndlessTerminalsConfig(families=("sort_unique",)))
+
+
+def _item(env: EndlessTerminalsEnv, n: int = 0) -> Item:
+    return next(itertools.islice(env.items(seed=1), n, None))
+
+
+@pytest.mark.parametrize("catch", [False, True], ids=["agent-raises", "loop-reports"])
+async def test_slot_dying_mid_rollout_is_retried(
+    catch: bool, make_pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _env()
+    item = _item(env)
+    # sort_unique setup is one write_file; the slot dies on the agent's first command.
+    pool = make_pool(size=2, doomed=1, die_after_ops=1)
+    agent = oracle_agent(env.oracle_solution(item), catch_tool_errors=catch)
+    [rollout] = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_group(item)
+    assert rollout.failure is None
+    assert rollout.score is not None
+    assert rollout.score.reward == 1.0
+    assert rollout.metadata["attempts"] == 2
+    assert pool.acquires == 2
+    assert len(pool.released) == 2
+    assert not pool.busy
+
+
+async def test_persistent_infrastructure_failure_is_reported_not_scored(
+    make_pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _env()
+    item = _item(env)
+    pool = make_pool(size=2, doomed=10, die_after_ops=1)
+    agent = oracle_agent(env.oracle_solution(item), catch_tool_errors=True)
+    [rollout] = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_group(item)
+    assert rollout.score is None
+    assert rollout.result is None
+    assert rollout.failure is not None
+    assert rollout.failure.kind is FailureKind.INFRASTRUCTURE
+    assert rollout.failure.phase == "agent"
+    assert rollout.failure.attempts == 3
+    assert "host is gone" in rollout.failure.message
+    assert not pool.busy
+
+
+class _HangingVerifier(EndlessTerminalsEnv):
+    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
+        await ctx.exec("sleep 60", timeout=120)
+        return Score(reward=1.0)
+
+
+async def test_hanging_verifier_hits_its_timeout(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _HangingVerifier(EndlessTerminalsConfig(families=("sort_unique",)))
+    item = _item(env)
+    config = RunnerConfig(verify_timeout=0.5, max_attempts=2, retry_delay_s=0.0)
+    runner = RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets, config=config
+    )
+    start = anyio.current_time()
+    [rollout] = await runner.run_group(item)
+    assert anyio.current_time() - start < 20
+    assert rollout.failure is not None
+    assert rollout.failure.phase == "verify"
+    assert "PhaseTimeout" in rollout.failure.message
+    assert rollout.failure.attempts == 2
+    assert not pool.busy
+
+
+async def test_acquire_timeout_is_an_infrastructure_failure(
+    make_pool: Any, toolsets: Any, idle_agent: Any
+) -> None:
+    env = _env()
+    pool = make_pool(size=1)
+    held = await pool.acquire("holder")
+    config = RunnerConfig(acquire_timeout=0.2, max_attempts=2, retry_delay_s=0.0)
+    [rollout] = await RolloutRunner(env, pool, idle_agent, toolsets, config=config).run_group(
+        _item(env)
+    )
+    await pool.release(held)
+    assert rollout.failure is not None
+    assert rollout.failure.phase == "acquire"
+
+
+class _BackendDownAgent:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def run(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+    ) -> AgentResult:
+        self.calls += 1
+        return AgentResult(
+            messages=messages, stop_reason=StopReason.BACKEND_ERROR, turns=0, error="503"
+        )
+
+
+async def test_backend_errors_are_retried_then_reported(pool: Any, toolsets: Any) -> None:
+    env = _env()
+    agent = _BackendDownAgent()
+    [rollout] = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_group(_item(env))
+    assert agent.calls == 3
+    assert rollout.failure is not None
+    assert "503" in rollout.failure.message
+
+
+async def test_group_members_use_own_slots_and_same_toolsets(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _env()
+    item = _item(env)
+    agent = oracle_agent(env.oracle_solution(item))
+    runner = RolloutRunner(
+        env,
+        pool,
+        agent,
+        toolsets,
+        config=RunnerConfig(group_size=3),
+        distributions={"mostly": ToolsetDistribution("mostly", {"terminal": 100, "file": 50})},
+    )
+    group = await runner.run_group(item, selection=ToolsetSelection(distribution="mostly"), seed=9)
+    assert [r.group_index for r in group] == [0, 1, 2]
+    assert all(r.score is not None and r.score.reward == 1.0 for r in group)
+    assert len(set(agent.seen_tools)) == 1
+    assert pool.acquires == 3
+    assert len({r.id for r in group}) == 3
+
+
+async def test_explicit_toolsets_and_disabled(pool: Any, toolsets: Any, oracle_agent: Any) -> None:
+    env = _env()
+    runner = RolloutRunner(env, pool, oracle_agent("true"), toolsets)
+    assert [t.name for t in runner.resolve_toolsets(ToolsetSelection(), seed=0)] == [
+        "terminal",
+        "file",
+    ]
+    only = runner.resolve_toolsets(ToolsetSelection(enabled=["terminal"]), seed=0)
+    assert [t.name for t in only] == ["terminal"]
+    rest = runner.resolve_toolsets(ToolsetSelection(disabled=["file"]), seed=0)
+    assert [t.name for t in rest] == ["terminal"]
+    with pytest.raises(ConfigError, match="unknown toolset"):
+        runner.resolve_toolsets(ToolsetSelection(enabled=["browser"]), seed=0)
+    with pytest.raises(ConfigError, match="no toolset left"):
+        runner.resolve_toolsets(
+            ToolsetSelection(enabled=["terminal"], disabled=["terminal"]), seed=0
+        )
+    with pytest.raises(ConfigError, match="distribution"):
+        runner.resolve_toolsets(ToolsetSelection(distribution="nope"), seed=0)
+    with pytest.raises(ConfigError):
+        ToolsetSelection(enabled=["terminal"], distribution="x")
+
+
+@given(
+    probabilities=st.dictionaries(
+        st.sampled_from(["terminal", "file", "web", "browser", "vision"]),
+        st.floats(0, 100),
+        min_size=1,
+    ),
+    seed=st.integers(0, 2**32),
+)
+def test_distribution_sampling_is_seeded_and_never_empty(
+    probabilities: Mapping[str, float], seed: int
+) -> None:
+    dist = ToolsetDistribution("d", probabilities)
+    first = dist.sample(random.Random(seed))
+    assert first == dist.sample(random.Random(seed))
+    assert first
+    assert set(first) <= set(probabilities)
+    assert all(name in first for name, p in probabilities.items() if p == 100)
+
+
+async def test_run_items_streams_with_bounded_concurrency(make_pool: Any, toolsets: Any) -> None:
+    env = _env()
+    items = list(itertools.islice(env.items(seed=2), 5))
+    pool = make_pool(size=8)
+    in_flight = 0
+    peak = 0
+
+    class CountingAgent:
+        async def run(
+            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+        ) -> AgentResult:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await anyio.sleep(0.05)
+            in_flight -= 1
+            return AgentResult(messages=messages, stop_reason=StopReason.FINAL_ANSWER, turns=1)
+
+    seen: list[ScoredRollout] = []
+    groups: list[tuple[str, int]] = []
+
+    async def on_rollout(rollout: ScoredRollout) -> None:
+        seen.append(rollout)
+
+    async def on_group(item: Item, rollouts: Sequence[ScoredRollout]) -> None:
+        groups.append((item.id, len(rollouts)))
+
+    runner = RolloutRunner(env, pool, CountingAgent(), toolsets, config=RunnerConfig(group_size=2))
+    summary = await runner.run_items(items, concurrency=3, on_rollout=on_rollout, on_group=on_group)
+    assert summary.items == 5
+    assert summary.rollouts == summary.scored == len(seen) == 10
+    assert summary.failed == 0
+    assert summary.mean_reward == 0.0
+    assert sorted(groups) == sorted((i.id, 2) for i in items)
+    assert 1 < peak <= 3
+    assert not pool.busy
+
+
+async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) -> None:
+    env = _env()
+    started = anyio.Event()
+
+    class SlowAgent:
+        async def run(
+            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+        ) -> AgentResult:
+            started.set()
+            await executor("terminal", {"command": "sleep 30"})
+            raise AssertionError("not reached")
+
+    runner = RolloutRunner(env, pool, SlowAgent(), toolsets, config=RunnerConfig(group_size=3))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run_group, _item(env))
+        with anyio.fail_after(10):
+            await started.wait()
+        await anyio.sleep(0.2)
+        tg.cancel_scope.cancel()
+    assert not pool.busy
+    assert len(pool.released) == 3
