@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+import socket
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+import uvicorn
 from hermes_loop import HFTokenizer
 from hermes_protocols import (
     BackendError,
@@ -27,6 +30,10 @@ from hermes_protocols import (
     ToolSchema,
     Usage,
 )
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 CHATML = (
@@ -245,6 +252,89 @@ class RecordingExecutor:
         return ToolResult(content=self.respond(name, arguments))
 
 
+Reply = Callable[[dict[str, Any]], Response]
+
+
+class ScriptedHTTPServer:
+    """A starlette app answering one POST path with scripted replies, recording request JSON.
+
+    Replies are callables ``request_json -> Response``; the last one repeats when the script
+    runs out. ``json_reply``, ``error_reply``, ``drop_reply``, ``raw_reply`` and ``slow_reply``
+    build common ones.
+    """
+
+    def __init__(self, path: str, replies: Sequence[Reply]) -> None:
+        self.path = path
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.app = Starlette(routes=[Route(path, self._handle, methods=["POST"])])
+
+    async def _handle(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        return reply(body)
+
+
+def json_reply(data: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Reply:
+    return lambda _body: JSONResponse(data, status_code=status, headers=dict(headers or {}))
+
+
+def error_reply(status: int, message: str, headers: Mapping[str, str] | None = None) -> Reply:
+    return json_reply({"error": {"message": message, "code": status}}, status, headers)
+
+
+def raw_reply(text: str) -> Reply:
+    return lambda _body: Response(text, media_type="application/json")
+
+
+def drop_reply(data: Any) -> Reply:
+    """Declares the full length, sends half the body, then the connection is closed."""
+    payload = json.dumps(data).encode()
+
+    async def half() -> AsyncIterator[bytes]:
+        yield payload[: len(payload) // 2]
+
+    return lambda _body: StreamingResponse(
+        half(), media_type="application/json", headers={"content-length": str(len(payload))}
+    )
+
+
+def slow_reply(seconds: float, data: Any) -> Reply:
+    async def body() -> AsyncIterator[bytes]:
+        await anyio.sleep(seconds)
+        yield json.dumps(data).encode()
+
+    return lambda _body: StreamingResponse(body(), media_type="application/json")
+
+
+@asynccontextmanager
+async def serve(app: Any) -> AsyncIterator[str]:
+    """Run ``app`` under uvicorn on a free 127.0.0.1 port; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve, [sock])
+        with anyio.fail_after(10):
+            while not server.started:  # noqa: ASYNC110 - uvicorn exposes no started event
+                await anyio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+    sock.close()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
 class Kit:
     """Test helpers handed to tests through the ``kit`` fixture (tests cannot import conftest)."""
 
@@ -256,6 +346,14 @@ class Kit:
     ScriptedChatBackend = ScriptedChatBackend
     RecordingExecutor = RecordingExecutor
     HermesTestParser = HermesTestParser
+    ScriptedHTTPServer = ScriptedHTTPServer
+    json_reply = staticmethod(json_reply)
+    error_reply = staticmethod(error_reply)
+    raw_reply = staticmethod(raw_reply)
+    drop_reply = staticmethod(drop_reply)
+    slow_reply = staticmethod(slow_reply)
+    serve = staticmethod(serve)
+    free_port = staticmethod(free_port)
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,15 @@ from hermes_loop.config import (
     TurnStarted,
 )
 from hermes_loop.hf_tokenizer import HFTokenizer
+from hermes_loop.http_client import HTTPBackend, JSONPoster, RetryPolicy
 from hermes_loop.ledger import TemplateBridge, TokenLedger, compare_ids
+from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.loop import AgentLoop, run
 from hermes_loop.models import ChatModel, TokenModel, TurnOutput
+from hermes_loop.openai_chat import OpenAIChatBackend, parse_chat_response
+from hermes_loop.sglang_backend import SGLangBackend
 from hermes_loop.tool_calls import PendingCall, SchemaCache, ToolHandler, validate_call
+from hermes_loop.vllm_backend import VLLMBackend
 
 __all__ = [
     "AgentLoop",
@@ -31,12 +36,18 @@ __all__ = [
     "ChatTemplateError",
     "GenerationFinished",
     "HFTokenizer",
+    "HTTPBackend",
+    "JSONPoster",
     "JinjaChatTemplate",
+    "LlamaServerBackend",
     "LoopEvent",
     "LoopLimits",
     "Observer",
+    "OpenAIChatBackend",
     "PendingCall",
+    "RetryPolicy",
     "RolloutFinished",
+    "SGLangBackend",
     "SchemaCache",
     "TemplateBridge",
     "TokenLedger",
@@ -45,9 +56,11 @@ __all__ = [
     "ToolHandler",
     "TurnOutput",
     "TurnStarted",
+    "VLLMBackend",
     "compare_ids",
     "hermes_tool_call_text",
     "hermes_tools_system_prompt",
+    "parse_chat_response",
     "run",
     "validate_call",
 ]
