@@ -56,7 +56,8 @@ async def test_missing_directory_and_permission_errors(
         if backend_case.unprivileged:
             await slot.write_file("secret", b"s")
             denied = await slot.exec("chmod 000 secret && cat secret", timeout=20)
-            assert denied.exit_code != 0 and "Permission denied" in denied.stderr
+            assert denied.exit_code != 0
+            assert "Permission denied" in denied.stderr
         await pool.release(slot)
 
 

@@ -196,9 +196,7 @@ class SlotPool:
         if entry is None:
             return
         logger.info("pool %s: removing host %s (%s)", self.config.name, host_id, why)
-        for slot_id, (owner, _index) in list(self._leases.items()):
-            if owner == host_id:
-                del self._leases[slot_id]
+        # Leases on the removed host stay recorded, so releasing them later is a quiet no-op.
         if self._tg is not None:
             self._tg.start_soon(self._close_host, entry.host)
         self._notify()

@@ -40,8 +40,9 @@ TERMINAL_SCHEMA = ToolSchema(
             },
             "workdir": {
                 "type": "string",
-                "description": "Working directory for this command (default: the current "
-                "directory of the session, initially the workspace)",
+                "description": "Working directory for this command, relative to the "
+                "workspace or absolute (default: the session's current directory, initially "
+                "the workspace)",
             },
         },
         "required": ["command"],
@@ -94,6 +95,8 @@ class TerminalTool:
         )
         workdir = optional_string_arg(arguments, "workdir")
         state_dir = posixpath.join(slot.workspace, STATE_DIR)
+        if workdir is not None:
+            workdir = posixpath.join(slot.workspace, workdir)
         result = await slot.exec(_script(state_dir, command, workdir), timeout=timeout)
         output, capped = cap_text(result.stdout + result.stderr, self.max_output_chars)
         error = None
