@@ -13,6 +13,20 @@ from hermes_sandbox.backends.local import LocalBackend, LocalConfig, LocalSlot
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.limits import ResourceLimits
 from hermes_sandbox.pool import PoolConfig, SlotPool
+from hermes_sandbox.tools import (
+    NamedToolset,
+    PatchTool,
+    ReadFileTool,
+    SearchFilesTool,
+    SlotToolExecutor,
+    TerminalTool,
+    WriteFileTool,
+    bind_tools,
+    default_toolsets,
+    file_toolset,
+    resolve_tools,
+    terminal_toolset,
+)
 
 __all__ = [
     "BwrapBackend",
@@ -25,9 +39,21 @@ __all__ = [
     "LocalBackend",
     "LocalConfig",
     "LocalSlot",
+    "NamedToolset",
+    "PatchTool",
     "PoolConfig",
+    "ReadFileTool",
     "ResourceLimits",
+    "SearchFilesTool",
     "SlotEnv",
     "SlotPool",
+    "SlotToolExecutor",
+    "TerminalTool",
+    "WriteFileTool",
+    "bind_tools",
     "bwrap_binary",
+    "default_toolsets",
+    "file_toolset",
+    "resolve_tools",
+    "terminal_toolset",
 ]
