@@ -267,11 +267,13 @@ class ScriptedHTTPServer:
         self.path = path
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.app = Starlette(routes=[Route(path, self._handle, methods=["POST"])])
 
     async def _handle(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        self.headers.append(dict(request.headers))
         reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
         return reply(body)
 
