@@ -112,6 +112,7 @@ class ModalConfig:
     creations_per_second: float = attrs.field(default=4.0, validator=_positive)
     max_starting: int = attrs.field(default=20, validator=_positive)
     workspace_root: str = "/workspace"
+    """Slot ``i`` works in ``<workspace_root>/slot-<i>``; ``{host_id}`` is substituted."""
     max_output_bytes: int = attrs.field(default=1 << 20, validator=_positive)
     environment_name: str | None = None
 
@@ -178,7 +179,7 @@ class ModalSlot:
     def __init__(self, host: ModalHost, index: int) -> None:
         self._host = host
         self._index = index
-        self._workspace = posixpath.join(host.config.workspace_root, f"slot-{index}")
+        self._workspace = posixpath.join(host.workspace_root, f"slot-{index}")
 
     @property
     def slot_id(self) -> str:
@@ -253,6 +254,7 @@ class ModalHost:
         self.errors = errors
         self.sandbox = sandbox
         self.config = config
+        self.workspace_root = config.workspace_root.format(host_id=spec.host_id)
         self._slots = [ModalSlot(self, i) for i in range(spec.slots)]
         self._closed = False
 
@@ -415,7 +417,6 @@ class ModalBackend:
                     env=dict(cfg.env) or None,
                     block_network=cfg.block_network,
                     tags={POOL_TAG: spec.pool_name, HOST_TAG: spec.host_id},
-                    workdir=cfg.workspace_root,
                 )
                 host = ModalHost(spec, sandbox, cfg, sdk.exceptions)
                 await host.prepare()
