@@ -19,6 +19,7 @@ import pytest
 from hermes_envs import (
     EndlessTerminalsConfig,
     EndlessTerminalsEnv,
+    HasOracle,
     RolloutRunner,
     RunnerConfig,
     SweSmithConfig,
@@ -103,9 +104,10 @@ class IdleAgent:
 
 
 async def _check(env: Any, item: Item, pool: SlotPool) -> None:
-    assert isinstance(env, Environment)
-    toolsets = list(default_toolsets().values())
     oracle = OracleAgent(env.oracle_solution(item))
+    assert isinstance(env, Environment)
+    assert isinstance(env, HasOracle)
+    toolsets = list(default_toolsets().values())
     [solved] = await RolloutRunner(env, pool, oracle, toolsets, config=CONFIG).run_group(item)
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0, (solved.score.details, oracle.output[-2000:])

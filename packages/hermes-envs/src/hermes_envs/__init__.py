@@ -4,6 +4,7 @@ from hermes_envs.catalog import default_registry
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.endless import EndlessTerminalsConfig, EndlessTerminalsEnv
 from hermes_envs.errors import DatasetError, PhaseTimeout, SetupError
+from hermes_envs.oracle import HasOracle
 from hermes_envs.registry import EnvRegistry, EnvSpec
 from hermes_envs.runner import (
     GroupCallback,
@@ -28,6 +29,7 @@ __all__ = [
     "EnvRegistry",
     "EnvSpec",
     "GroupCallback",
+    "HasOracle",
     "PhaseTimeout",
     "RolloutCallback",
     "RolloutRunner",

@@ -20,6 +20,7 @@ from hermes_protocols import (
     Slot,
 )
 
+from hermes_envs._convert import int_tuple, str_tuple
 from hermes_envs.endless import families_data, families_dev, families_files, families_text
 from hermes_envs.endless.task import Draft, TerminalTask
 
@@ -103,13 +104,13 @@ class EndlessTerminalsConfig:
     """Which families and difficulty levels to draw from, and the setup timeout."""
 
     families: tuple[str, ...] = attrs.field(
-        default=tuple(FAMILIES), converter=tuple, validator=_known_families
+        default=tuple(FAMILIES), converter=str_tuple, validator=_known_families
     )
     difficulties: tuple[int, ...] = attrs.field(
-        default=DIFFICULTIES, converter=tuple, validator=_known_levels
+        default=DIFFICULTIES, converter=int_tuple, validator=_known_levels
     )
     setup_timeout: float = 60.0
-    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=tuple)
+    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=str_tuple)
 
 
 class EndlessTerminalsEnv:

@@ -25,6 +25,7 @@ from hermes_protocols import (
     Slot,
 )
 
+from hermes_envs._convert import str_tuple
 from hermes_envs.errors import DatasetError
 from hermes_envs.shell import run_checked
 from hermes_envs.swe_smith.fixtures import fixture_rows
@@ -79,7 +80,7 @@ class SweSmithConfig:
     lock_timeout: float = 600.0
     install_timeout: float = 600.0
     test_timeout: float = 600.0
-    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=tuple)
+    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=str_tuple)
 
 
 class SweSmithOracleEnv:

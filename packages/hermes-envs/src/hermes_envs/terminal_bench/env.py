@@ -30,6 +30,7 @@ from hermes_protocols import (
     Slot,
 )
 
+from hermes_envs._convert import str_tuple
 from hermes_envs.errors import DatasetError
 from hermes_envs.shell import run_checked, write_files
 from hermes_envs.terminal_bench.task import (
@@ -58,12 +59,12 @@ class TerminalBenchConfig:
     modal); ``reward_threshold`` turns a fractional reward.txt into pass/fail when set.
     """
 
-    task_dirs: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    task_dirs: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     rows_path: str | None = None
     include_samples: bool = True
     host_userland: bool = True
     setup_timeout: float = 120.0
-    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=tuple)
+    toolsets: tuple[str, ...] = attrs.field(default=("terminal", "file"), converter=str_tuple)
 
 
 def _remap_text(text: str, workspace: str | None) -> str:
