@@ -203,9 +203,12 @@ class RolloutRunner:
                     results[m] = rollout
                     await rollout_done(rollout)
 
-                async with anyio.create_task_group() as members:
-                    for m in range(size):
-                        members.start_soon(member, m)
+                if size == 1:
+                    await member(0)
+                else:
+                    async with anyio.create_task_group() as members:
+                        for m in range(size):
+                            members.start_soon(member, m)
                 if on_group is not None:
                     await on_group(item, [r for r in results if r is not None])
             finally:
@@ -299,15 +302,20 @@ class RolloutRunner:
     async def _on_slot(
         self, item: Item, toolsets: Sequence[Toolset], slot: Slot, timings: dict[str, float]
     ) -> tuple[AgentResult, Score, dict[str, float]]:
+        with anyio.CancelScope() as scope:
+            clock = _PhaseClock(scope, timings)
+            return await self._phases(item, toolsets, slot, clock)
+        raise _InfraFailure(clock.name, _describe(PhaseTimeout(clock.name, clock.timeout)))
+
+    async def _phases(
+        self, item: Item, toolsets: Sequence[Toolset], slot: Slot, clock: _PhaseClock
+    ) -> tuple[AgentResult, Score, dict[str, float]]:
         cfg = self.config
-        metadata = await _phase(
-            "setup", cfg.setup_timeout, timings, self.env.setup_workspace(item, slot)
-        )
+        metadata = await clock.run("setup", cfg.setup_timeout, self.env.setup_workspace(item, slot))
         executor = SlotToolExecutor(toolsets, slot)
-        result = await _phase(
+        result = await clock.run(
             "agent",
             cfg.agent_timeout,
-            timings,
             self.agent.run(
                 self.env.prompt(item),
                 tools=[t.schema for t in executor.tools],
@@ -319,26 +327,34 @@ class RolloutRunner:
         if result.stop_reason is StopReason.BACKEND_ERROR:
             raise _InfraFailure("agent", f"inference backend failed: {result.error}")
         ctx = SlotRewardContext(slot, metadata)
-        score = await _phase(
-            "verify", cfg.verify_timeout, timings, self.env.verify(item, result, ctx)
-        )
+        score = await clock.run("verify", cfg.verify_timeout, self.env.verify(item, result, ctx))
         if score.failure is FailureKind.INFRASTRUCTURE:
             raise _InfraFailure("verify", score.details or "verifier reported an infra failure")
-        return result, score, timings
+        return result, score, clock.timings
 
 
-async def _phase(name: str, timeout: float, timings: dict[str, float], work: Awaitable[T]) -> T:
-    start = time.perf_counter()
-    try:
-        with anyio.CancelScope(deadline=anyio.current_time() + timeout):
+class _PhaseClock:
+    """One cancel scope for every phase of an attempt; its deadline moves with each phase
+    (one scope instead of one per phase keeps the runner's own cost low)."""
+
+    def __init__(self, scope: anyio.CancelScope, timings: dict[str, float]) -> None:
+        self.scope = scope
+        self.timings = timings
+        self.name = ""
+        self.timeout = 0.0
+
+    async def run(self, name: str, timeout: float, work: Awaitable[T]) -> T:
+        self.name, self.timeout = name, timeout
+        self.scope.deadline = anyio.current_time() + timeout
+        start = time.perf_counter()
+        try:
             return await work
-        raise _InfraFailure(name, _describe(PhaseTimeout(name, timeout)))
-    except _InfraFailure:
-        raise
-    except Exception as exc:
-        raise _InfraFailure(name, _describe(exc)) from exc
-    finally:
-        timings[f"{name}_s"] = time.perf_counter() - start
+        except _InfraFailure:
+            raise
+        except Exception as exc:
+            raise _InfraFailure(name, _describe(exc)) from exc
+        finally:
+            self.timings[f"{name}_s"] = time.perf_counter() - start
 
 
 async def _aiter(items: Iterable[Item] | AsyncIterable[Item]) -> AsyncIterable[Item]:
