@@ -291,6 +291,7 @@ class RolloutRunner:
         try:
             return await self._on_slot(item, toolsets, slot, timings)
         finally:
+            released = time.perf_counter()
             with anyio.move_on_after(cfg.release_timeout, shield=True) as scope:
                 try:
                     await self.pool.release(slot)
@@ -298,6 +299,7 @@ class RolloutRunner:
                     log.warning("releasing slot %s failed: %s", slot.slot_id, _describe(exc))
             if scope.cancelled_caught:
                 log.warning("releasing slot %s timed out", slot.slot_id)
+            timings["release_s"] = time.perf_counter() - released
 
     async def _on_slot(
         self, item: Item, toolsets: Sequence[Toolset], slot: Slot, timings: dict[str, float]
