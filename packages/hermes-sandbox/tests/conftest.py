@@ -64,6 +64,25 @@ BACKENDS: dict[str, BackendCase] = {
 }
 
 
+# --- cluster backends (issue 6 part B): remote server, modal fake, nomad fake, docker. --------
+# Defined in test_server_cluster_cases.py, loaded by path (test folders are not packages).
+def _cluster_cases() -> dict[str, BackendCase]:
+    import importlib.util
+
+    path = Path(__file__).with_name("test_server_cluster_cases.py")
+    spec = importlib.util.spec_from_file_location("hermes_sandbox_cluster_cases", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cases: dict[str, BackendCase] = module.cluster_cases(BackendCase)
+    return cases
+
+
+BACKENDS.update(_cluster_cases())
+# --- end of cluster backends ------------------------------------------------------------------
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -306,7 +306,9 @@ class ModalHost:
         except Exception as exc:
             raise SandboxError(f"exec in Modal sandbox {self.host_id} failed: {exc}") from exc
         duration = time.monotonic() - started
-        timed_out = code == _TIMEOUT_EXIT or (code in (137, -9) and duration >= timeout)
+        if code < 0:  # killed by signal N: report 128 + N, as a shell does
+            code = 128 - code
+        timed_out = code == _TIMEOUT_EXIT or (code == 137 and duration >= timeout)
         return ExecResult(
             exit_code=_TIMEOUT_EXIT if timed_out else code,
             stdout=out.render(),
