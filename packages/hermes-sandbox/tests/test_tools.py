@@ -25,7 +25,12 @@ from hermes_sandbox.tools import (
     resolve_tools,
 )
 
-pytestmark = pytest.mark.anyio
+# The tools use only the Slot protocol, which the conformance suite checks on every backend;
+# running them on the two local backends keeps the suite fast.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.parametrize("backend_case", ["local", "bwrap"], indirect=True),
+]
 
 
 @pytest.fixture
@@ -166,7 +171,7 @@ async def test_executor_reports_unknown_tools_and_wraps_crashes(run: Any) -> Non
         bind_tools(run.slot, [TerminalTool(), TerminalTool()])
 
 
-def test_toolsets_and_schemas_are_valid() -> None:
+def test_toolsets_and_schemas_are_valid(backend_case: Any) -> None:
     toolsets = default_toolsets()
     assert sorted(toolsets) == ["file", "terminal"]
     names = {name: [t.schema.name for t in ts.tools] for name, ts in toolsets.items()}

@@ -57,10 +57,11 @@ def _script(state_dir: str, command: str, workdir: str | None) -> str:
         f"__HERMES_TERMINAL_STATE={state}",
         'if [ -f "$__HERMES_TERMINAL_STATE/env" ]; then . "$__HERMES_TERMINAL_STATE/env"; fi '
         ">/dev/null 2>&1",
-        'if [ -f "$__HERMES_TERMINAL_STATE/cwd" ]; then '
-        'cd "$(cat "$__HERMES_TERMINAL_STATE/cwd")" 2>/dev/null; fi',
-        '__hermes_save() { __rc=$?; mkdir -p "$__HERMES_TERMINAL_STATE" && pwd > '
-        '"$__HERMES_TERMINAL_STATE/cwd" && export -p > "$__HERMES_TERMINAL_STATE/env"; '
+        'if [ -f "$__HERMES_TERMINAL_STATE/cwd" ]; then IFS= read -r __hermes_cwd '
+        '< "$__HERMES_TERMINAL_STATE/cwd" && cd "$__hermes_cwd" 2>/dev/null; fi',
+        "__hermes_save() { __rc=$?; "
+        '{ [ -d "$__HERMES_TERMINAL_STATE" ] || mkdir -p "$__HERMES_TERMINAL_STATE"; } && '
+        'pwd > "$__HERMES_TERMINAL_STATE/cwd" && export -p > "$__HERMES_TERMINAL_STATE/env"; '
         "exit $__rc; }",
         "trap __hermes_save EXIT",
     ]
