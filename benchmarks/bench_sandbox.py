@@ -1,0 +1,245 @@
+"""hermes-sandbox: per-command latency, acquire/release cycles, 100-slot throughput.
+
+Baselines measured in the same run: a raw ``bash -c`` subprocess (what any sandbox must at
+least pay) and hermes-agent 0.19.0's local terminal tool, installed from PyPI into a throwaway
+venv (``uv venv`` + ``uv pip install``), never into the project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from hermes_protocols import Slot
+from hermes_sandbox import (
+    BwrapBackend,
+    BwrapConfig,
+    HostBackend,
+    LocalBackend,
+    LocalConfig,
+    PoolConfig,
+    SlotPool,
+    TerminalTool,
+)
+
+from benchmarks.report import write_section
+
+LATENCY_ROUNDS = 100
+CYCLES = 100
+SLOTS = 100
+COMMANDS_PER_SLOT = 50
+HERMES_AGENT = "hermes-agent==0.19.0"
+COMMAND = "uv run --frozen --no-sync python -m benchmarks sandbox"
+
+_AGENT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from tools.terminal_tool import terminal_tool
+    terminal_tool("true")
+    out = []
+    for _ in range(int(sys.argv[1])):
+        t = time.perf_counter()
+        terminal_tool("true")
+        out.append(time.perf_counter() - t)
+    print(json.dumps(out))
+    """
+)
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
+def _backends(root: Path) -> dict[str, HostBackend]:
+    return {
+        "local": LocalBackend(LocalConfig(root_dir=str(root / "local"))),
+        "bwrap": BwrapBackend(BwrapConfig(root_dir=str(root / "bwrap"))),
+    }
+
+
+async def _time(call: Callable[[], Awaitable[object]]) -> float:
+    started = time.perf_counter()
+    await call()
+    return time.perf_counter() - started
+
+
+def _exec_call(slot: Slot) -> Callable[[], Awaitable[object]]:
+    return lambda: slot.exec("true", timeout=30)
+
+
+def _tool_call(tool: TerminalTool, slot: Slot) -> Callable[[], Awaitable[object]]:
+    return lambda: tool(slot, {"command": "true"})
+
+
+async def _raw() -> None:
+    await anyio.run_process(["bash", "-c", "true"])
+
+
+async def _hermes_agent_latencies(rounds: int) -> tuple[list[float], str]:
+    """Latencies of hermes-agent's local terminal tool, or ([], why it could not run)."""
+    if shutil.which("uv") is None:
+        return [], "uv is not on PATH"
+    with tempfile.TemporaryDirectory(prefix="hermes-agent-bench-") as tmp:
+        venv = Path(tmp) / "venv"
+        python = venv / "bin" / "python"
+        try:
+            with anyio.fail_after(300):
+                await anyio.run_process(["uv", "venv", "-q", str(venv)])
+                await anyio.run_process(
+                    ["uv", "pip", "install", "-q", "--python", str(python), HERMES_AGENT]
+                )
+        except Exception as exc:  # report any install failure honestly
+            return [], f"could not install {HERMES_AGENT}: {exc}"
+        home = Path(tmp) / "home"
+        home.mkdir()
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "TERMINAL_CWD": tmp}
+        try:
+            with anyio.fail_after(300):
+                done = await anyio.run_process(
+                    [str(python), "-c", _AGENT_SCRIPT, str(rounds)], env=env, cwd=tmp
+                )
+        except Exception as exc:
+            return [], f"hermes-agent's terminal tool failed: {exc}"
+        return [float(x) for x in json.loads(done.stdout.decode().splitlines()[-1])], ""
+
+
+async def _latency(root: Path) -> tuple[dict[str, list[float]], str]:
+    samples: dict[str, list[float]] = {"raw `bash -c true`": []}
+    tool = TerminalTool()
+    async with (
+        SlotPool(_backends(root)["local"], PoolConfig(name="bench-lat-local")) as local_pool,
+        SlotPool(_backends(root)["bwrap"], PoolConfig(name="bench-lat-bwrap")) as bwrap_pool,
+    ):
+        slots: dict[str, Slot] = {
+            "local": await local_pool.acquire("lat"),
+            "bwrap": await bwrap_pool.acquire("lat"),
+        }
+        calls: dict[str, Callable[[], Awaitable[object]]] = {"raw `bash -c true`": _raw}
+        for name, slot in slots.items():
+            calls[f"{name} `slot.exec`"] = _exec_call(slot)
+            calls[f"{name} `terminal` tool"] = _tool_call(tool, slot)
+        for name in calls:
+            samples[name] = []
+        for _ in range(LATENCY_ROUNDS):  # interleaved, so drift hits every variant alike
+            for name, call in calls.items():
+                samples[name].append(await _time(call))
+        await local_pool.release(slots["local"])
+        await bwrap_pool.release(slots["bwrap"])
+    agent, why = await _hermes_agent_latencies(LATENCY_ROUNDS)
+    if agent:
+        samples["hermes-agent 0.19.0 local `terminal_tool`"] = agent
+    return samples, why
+
+
+async def _cycles(backend: HostBackend, name: str, reset: bool) -> float:
+    async with SlotPool(backend, PoolConfig(name=name, slots_per_host=1, min_hosts=1)) as pool:
+        started = time.perf_counter()
+        for i in range(CYCLES):
+            slot = await pool.acquire(f"c{i}")
+            await slot.write_file("f.txt", b"x" * 1000)
+            await pool.release(slot, reset=reset)
+        return CYCLES / (time.perf_counter() - started)
+
+
+async def _throughput(backend: HostBackend | None, name: str) -> float:
+    async def raw_worker() -> None:
+        for j in range(COMMANDS_PER_SLOT):
+            await anyio.run_process(["bash", "-c", f"echo {j}"])
+
+    async def worker(pool: SlotPool, i: int) -> None:
+        slot = await pool.acquire(f"t{i}")
+        for j in range(COMMANDS_PER_SLOT):
+            result = await slot.exec(f"echo {j}", timeout=120)
+            assert result.stdout == f"{j}\n", result
+        await pool.release(slot)
+
+    started = time.perf_counter()
+    if backend is None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(SLOTS):
+                tg.start_soon(raw_worker)
+    else:
+        config = PoolConfig(name=name, slots_per_host=25, max_hosts=SLOTS // 25)
+        async with SlotPool(backend, config) as pool, anyio.create_task_group() as tg:
+            for i in range(SLOTS):
+                tg.start_soon(worker, pool, i)
+    return SLOTS * COMMANDS_PER_SLOT / (time.perf_counter() - started)
+
+
+def _latency_table(samples: dict[str, list[float]]) -> str:
+    base = statistics.median(samples["raw `bash -c true`"])
+    rows = [
+        "| variant | median ms | p95 ms | median / raw |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, values in samples.items():
+        med = statistics.median(values)
+        rows.append(
+            f"| {name} | {med * 1000:.2f} | {_p95(values) * 1000:.2f} | {med / base:.2f}x |"
+        )
+    return "\n".join(rows)
+
+
+async def _run(root: Path) -> str:
+    try:
+        samples, agent_note = await _latency(root)
+        cycles = {
+            f"{name}, reset on release": await _cycles(backend, f"bench-cyc-{name}", True)
+            for name, backend in _backends(root).items()
+        }
+        cycles.update(
+            {
+                f"{name}, no reset": await _cycles(backend, f"bench-cyc-{name}-nr", False)
+                for name, backend in _backends(root).items()
+            }
+        )
+        raw_tput = await _throughput(None, "raw")
+        tput = {
+            name: await _throughput(backend, f"bench-tput-{name}")
+            for name, backend in _backends(root).items()
+        }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    lines = [
+        f"### Per-command latency ({LATENCY_ROUNDS} sequential `true` commands, interleaved)",
+        "",
+        _latency_table(samples),
+        "",
+    ]
+    if agent_note:
+        lines += [f"hermes-agent comparison not measured: {agent_note}", ""]
+    lines += [
+        f"### Acquire/release cycles ({CYCLES} cycles: acquire, write 1 kB, release)",
+        "",
+        "| pool | cycles/s |",
+        "|---|---:|",
+        *(f"| {name} | {rate:.0f} |" for name, rate in cycles.items()),
+        "",
+        f"### Throughput: {SLOTS} concurrent slots x {COMMANDS_PER_SLOT} commands",
+        "",
+        "| variant | commands/s | vs raw |",
+        "|---|---:|---:|",
+        f"| raw `bash -c` ({SLOTS} concurrent tasks) | {raw_tput:.0f} | 1.00x |",
+        *(f"| {name} | {rate:.0f} | {rate / raw_tput:.2f}x |" for name, rate in tput.items()),
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parent = Path("/tmp/hermes-sandbox-bench")  # slot uids must be able to traverse it
+    parent.mkdir(mode=0o755, exist_ok=True)
+    parent.chmod(0o755)
+    root = parent / uuid.uuid4().hex[:8]
+    root.mkdir(mode=0o755)
+    body = anyio.run(_run, root)
+    write_section("sandbox", "hermes-sandbox: commands, pool cycles, throughput", COMMAND, body)
