@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from hermes_loop import ChatTemplateError, HFTokenizer, JinjaChatTemplate
 from hermes_protocols import Message, ToolCall, ToolSchema
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 TOOLS = (
     ToolSchema(
@@ -132,3 +134,14 @@ def test_hf_tokenizer_round_trip_and_template(tokenizer_dir: Path) -> None:
 def test_hf_tokenizer_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="does not exist"):
         HFTokenizer.from_directory(tmp_path / "nope")
+
+
+@settings(max_examples=60)
+@given(text=st.text(max_size=60) | st.sampled_from(["<|im_start|>user\nhi<|im_end|>\n", " . ,"]))
+def test_fast_path_matches_transformers(hf_tokenizer: HFTokenizer, text: str) -> None:
+    tok = hf_tokenizer
+    slow = tok._tok  # the transformers tokenizer behind it
+    assert tok.encode(text) == slow.encode(text, add_special_tokens=False)
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert tok.decode(ids) == slow.decode(ids, skip_special_tokens=False)

@@ -22,6 +22,7 @@ from hermes_protocols import (
     Message,
     Tokenizer,
     TokenTrace,
+    ToolCall,
     ToolSchema,
 )
 
@@ -38,6 +39,10 @@ class TemplateBridge:
     def __init__(self, template: ChatTemplate, tools: Sequence[ToolSchema] = ()) -> None:
         self._template = template
         self._tools = tuple(tools)
+        if self._tools and self._tools_only_in_header(template, self._tools):
+            # rendering the tool schemas every turn is the bridge's main cost; skip it when the
+            # template's output after the prefix provably does not depend on them
+            self._tools = ()
         base = template.render(_DUMMY_PREFIX, tools=self._tools)
         cut = base.rfind(_MARK)
         if cut < 0:
@@ -48,6 +53,24 @@ class TemplateBridge:
         self._base = base
         #: text the template emits after an assistant turn's content, e.g. ``<|im_end|>\n``
         self.turn_end = base[cut + len(_MARK) :]
+
+    @staticmethod
+    def _tools_only_in_header(template: ChatTemplate, tools: tuple[ToolSchema, ...]) -> bool:
+        probe = (
+            Message.assistant("x", (ToolCall("probe_1", tools[0].name, "{}"),)),
+            Message.tool("probe result", "probe_1", tools[0].name),
+            Message.user("probe user"),
+        )
+        suffixes = []
+        for with_tools in (tools, ()):
+            base = template.render(_DUMMY_PREFIX, tools=with_tools)
+            full = template.render(
+                (*_DUMMY_PREFIX, *probe), tools=with_tools, add_generation_prompt=True
+            )
+            if not full.startswith(base):
+                return False
+            suffixes.append((base[base.rfind(_MARK) :], full[len(base) :]))
+        return suffixes[0] == suffixes[1]
 
     def after_turn(self, new_messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
         """Text following the assistant content: the turn end, ``new_messages``, gen prompt."""

@@ -101,7 +101,9 @@ class _ChatSession:
         return self._context
 
     async def generate(self, turn: int, max_tokens: int) -> TurnOutput:
-        sampling = attrs.evolve(self._sampling, max_tokens=max_tokens)
+        sampling = self._sampling
+        if sampling.max_tokens != max_tokens:
+            sampling = self._sampling = attrs.evolve(sampling, max_tokens=max_tokens)
         result = await self._model.backend.chat(
             self._messages,
             tools=self._tools,
@@ -185,7 +187,9 @@ class _TokenSession:
 
     async def generate(self, turn: int, max_tokens: int) -> TurnOutput:
         prompt_tokens = len(self.ledger)
-        sampling = attrs.evolve(self._sampling, max_tokens=max_tokens)
+        sampling = self._sampling
+        if sampling.max_tokens != max_tokens:
+            sampling = self._sampling = attrs.evolve(sampling, max_tokens=max_tokens)
         generation = await self._model.backend.generate(self.ledger.ids, sampling=sampling)
         self.ledger.add_generation(generation)
         ids = generation.ids

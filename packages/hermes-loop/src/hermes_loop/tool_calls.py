@@ -8,8 +8,9 @@ tells the model what was wrong; the executor never sees it.
 from __future__ import annotations
 
 import json
+import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -55,23 +56,97 @@ class CallOutcome:
     seconds: float
 
 
+_SIMPLE_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+}
+_ANNOTATIONS = {"description", "title", "default", "examples"}
+
+
+def _fast_checker(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
+    """A quick acceptor for the common flat tool schema (typed properties, required,
+    additionalProperties), or None when the schema uses anything else. It only ever *accepts*
+    what jsonschema accepts; anything it rejects is re-checked by jsonschema for the message."""
+    if set(schema) - {"type", "properties", "required", "additionalProperties", *_ANNOTATIONS}:
+        return None
+    if schema.get("type", "object") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if (
+        not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or extra
+        not in (
+            True,
+            False,
+        )
+    ):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, sub in properties.items():
+        if not isinstance(sub, dict) or set(sub) - {"type", *_ANNOTATIONS}:
+            return None
+        kind = sub.get("type")
+        if kind is None:
+            checks[name] = lambda _v: True
+        elif isinstance(kind, str) and kind in _SIMPLE_TYPES:
+            checks[name] = _SIMPLE_TYPES[kind]
+        else:
+            return None
+    needed = tuple(required)
+
+    def accept(arguments: Mapping[str, Any]) -> bool:
+        for key in needed:
+            if key not in arguments:
+                return False
+        for key, value in arguments.items():
+            check = checks.get(key)
+            if check is None:
+                if not extra:
+                    return False
+            elif not check(value):
+                return False
+        return True
+
+    return accept
+
+
 class SchemaCache:
-    """Compiled JSON-schema validators per tool, reused across rollouts."""
+    """Compiled JSON-schema validators (and fast acceptors) per tool, reused across rollouts."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple[object, Any]] = {}
+        self._cache: dict[int, tuple[object, Any, Callable[[Mapping[str, Any]], bool] | None]] = {}
 
-    def validator(self, tool: ToolSchema) -> Any:
+    def _entry(self, tool: ToolSchema) -> tuple[Any, Callable[[Mapping[str, Any]], bool] | None]:
         key = id(tool.parameters)
         hit = self._cache.get(key)
         if hit is not None and hit[0] is tool.parameters:
-            return hit[1]
+            return hit[1], hit[2]
         cls = jsonschema.validators.validator_for(tool.parameters)
         validator = cls(tool.parameters)
+        fast = _fast_checker(tool.parameters)
         if len(self._cache) > 4096:
             self._cache.clear()
-        self._cache[key] = (tool.parameters, validator)
-        return validator
+        self._cache[key] = (tool.parameters, validator, fast)
+        return validator, fast
+
+    def validator(self, tool: ToolSchema) -> Any:
+        """The jsonschema validator for the tool's parameters."""
+        return self._entry(tool)[0]
+
+    def first_error(self, tool: ToolSchema, arguments: Mapping[str, Any]) -> Any:
+        """The most relevant schema violation, or None when the arguments are valid."""
+        validator, fast = self._entry(tool)
+        if fast is not None and fast(arguments):
+            return None
+        return jsonschema.exceptions.best_match(validator.iter_errors(arguments))
 
 
 def validate_call(
@@ -103,7 +178,7 @@ def validate_call(
                 f"arguments must be a JSON object, got {type(decoded).__name__}",
             )
         arguments = decoded
-    error = jsonschema.exceptions.best_match(schemas.validator(tool).iter_errors(arguments))
+    error = schemas.first_error(tool, arguments)
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "arguments"
         return PendingCall(
@@ -140,18 +215,21 @@ async def run_call(
         kind = pending.error_kind or ToolErrorKind.INVALID_ARGUMENTS
         return _failure(pending, turn, kind, pending.error or "invalid call")
     started = time.perf_counter()
+    deadline = math.inf if timeout is None else anyio.current_time() + timeout
     try:
-        with anyio.fail_after(timeout):
+        with anyio.CancelScope(deadline=deadline) as scope:
             if handler is not None:
                 result = await handler(pending.call, pending.arguments, executor)
             else:
                 result = await executor(pending.call.name, pending.arguments)
-    except TimeoutError:
-        return _failure(pending, turn, ToolErrorKind.TIMEOUT, f"timed out after {timeout} s")
+    except TimeoutError as exc:  # the tool's own timeout (e.g. a sandbox command)
+        return _failure(pending, turn, ToolErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}")
     except Exception as exc:
         return _failure(
             pending, turn, ToolErrorKind.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}"
         )
+    if scope.cancelled_caught:
+        return _failure(pending, turn, ToolErrorKind.TIMEOUT, f"timed out after {timeout} s")
     return CallOutcome(pending.call, result, None, time.perf_counter() - started)
 
 
