@@ -119,9 +119,10 @@ async def test_max_items_ends_processing(
 async def test_phase1_process_uses_the_chat_template(
     tmp_path, tokenizer_dir, make_rollout, scripted_source
 ) -> None:
-    from transformers import AutoTokenizer
+    from hermes_loop import HFTokenizer
 
-    retokenize = ChatTemplateRetokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)))
+    tokenizer = HFTokenizer.from_directory(tokenizer_dir)
+    retokenize = ChatTemplateRetokenizer(tokenizer, tokenizer.chat_template)
     source = scripted_source(
         lambda item, size: [make_rollout(None, item=item) for _ in range(size)], retokenize
     )

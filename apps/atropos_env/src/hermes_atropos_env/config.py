@@ -105,7 +105,9 @@ class InferenceConfig(BaseModel):
         default="", description="HF tokenizer (local dir or hub name); empty = from the model."
     )
     model_path: str = Field(default="", description="Embedded: GGUF path; empty = SmolLM2.")
-    timeout: float = Field(default=120.0, description="Per-request timeout (seconds).")
+    timeout: float = Field(
+        default=600.0, description="Per-request timeout (seconds), queueing included."
+    )
     num_max_requests_at_once: int = Field(default=8, description="Concurrent requests.")
 
     @property

@@ -36,6 +36,7 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
     env_config_cls = HermesAtroposEnvConfig
 
     config: HermesAtroposEnvConfig
+    max_token_len: int
 
     def __init__(
         self,
@@ -96,7 +97,7 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         await self._with_source(super().env_manager)
 
     async def process_manager(self) -> None:
-        if int(self.max_token_len) <= 0:  # no trainer in process mode: our own budget
+        if self.max_token_len <= 0:  # no trainer in process mode: our own budget
             self.max_token_len = self.config.max_token_length
         await self._with_source(super().process_manager)
 

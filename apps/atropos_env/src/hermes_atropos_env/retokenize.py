@@ -1,51 +1,43 @@
-"""Phase 1 token traces: rebuild ids from the final messages with a HF chat template.
+"""Phase 1 token traces: rebuild ids from the final messages with the model's chat template.
 
 This replaces atroposlib's ``tokenize_for_trainer`` (broken on transformers 5, where
-``apply_chat_template`` returns a mapping): the template is rendered to text and encoded, and
-assistant turns are marked trainable by rendering prefixes. The trace's ``source`` is
-``"retokenized"``: never sampler-exact, and it carries no logprobs.
+``apply_chat_template`` returns a mapping): the conversation is rendered to text with a
+:class:`~hermes_protocols.ChatTemplate`, encoded with a :class:`~hermes_protocols.Tokenizer`,
+and assistant turns are marked trainable by rendering prefixes. The trace's ``source`` is
+``"retokenized"``: never sampler-exact, and it carries no logprobs (0.0 everywhere).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
 
-from hermes_protocols import Message, TokenTrace
-from hermes_protocols.convert import messages_to_openai
-
-
-class HFChatTokenizer(Protocol):
-    """The part of a ``transformers`` tokenizer this module uses."""
-
-    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
-
-    def encode(self, text: str, **kwargs: Any) -> list[int]: ...
+from hermes_protocols import ChatTemplate, Message, Tokenizer, TokenTrace, ToolSchema
 
 
 class ChatTemplateRetokenizer:
-    """Callable ``messages -> TokenTrace`` over a HF tokenizer's chat template."""
+    """Callable ``messages -> TokenTrace`` (``source="retokenized"``)."""
 
-    def __init__(self, tokenizer: HFChatTokenizer) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, template: ChatTemplate, tools: Sequence[ToolSchema] = ()
+    ) -> None:
         self._tokenizer = tokenizer
+        self._template = template
+        self._tools = tuple(tools)
 
-    def _ids(self, messages: list[dict[str, Any]], *, generation_prompt: bool) -> list[int]:
-        text = self._tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt
+    def _length(self, messages: Sequence[Message], *, generation_prompt: bool) -> int:
+        text = self._template.render(
+            messages, tools=self._tools, add_generation_prompt=generation_prompt
         )
-        if not isinstance(text, str):
-            raise TypeError(f"apply_chat_template(tokenize=False) returned {type(text).__name__}")
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
+        return len(self._tokenizer.encode(text))
 
     def __call__(self, messages: Sequence[Message]) -> TokenTrace:
-        wire = messages_to_openai(messages)
-        ids = self._ids(wire, generation_prompt=False)
+        text = self._template.render(messages, tools=self._tools)
+        ids = self._tokenizer.encode(text)
         mask = [0] * len(ids)
         for index, message in enumerate(messages):
             if message.role != "assistant":
                 continue
-            start = len(self._ids(wire[:index], generation_prompt=True)) if index else 0
-            end = min(len(self._ids(wire[: index + 1], generation_prompt=False)), len(ids))
-            for position in range(start, end):
-                mask[position] = 1
+            start = self._length(messages[:index], generation_prompt=True) if index else 0
+            end = min(self._length(messages[: index + 1], generation_prompt=False), len(ids))
+            mask[start:end] = [1] * max(0, end - start)
         return TokenTrace(ids=ids, mask=mask, logprobs=[0.0] * len(ids), source="retokenized")
