@@ -178,7 +178,8 @@ class FakeSandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=workdir,
-            env={**os.environ, **(env or {})},
+            # A sandbox does not inherit this machine's environment: only the image's basics.
+            env={"PATH": os.environ["PATH"], "HOME": "/root", "LANG": "C.UTF-8", **(env or {})},
             start_new_session=True,
         )
         self._processes.append(process)

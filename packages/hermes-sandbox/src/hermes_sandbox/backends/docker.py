@@ -3,7 +3,8 @@
 Containers run ``sleep infinity`` under ``--init`` with the network off (``--network none``)
 unless ``allow_network``, pids/memory/cpu limits, and labels naming their pool so a later run
 removes what a killed run left (``docker ps --filter label=...``). Commands run through
-``docker exec`` under GNU ``timeout`` (which kills the command's process group and exits 124);
+``docker exec`` under the modal backend's wrapper (GNU ``timeout``, exit 124, and nothing the
+command started outlives it);
 files move with ``docker exec``/``docker cp``, never through a size-limited stdout.
 """
 
@@ -21,6 +22,7 @@ from hermes_protocols import ConfigError, ExecResult, SandboxError, Slot, Worksp
 
 from hermes_sandbox._output import CappedOutput
 from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.backends.modal import exec_argv, reset_script
 
 POOL_LABEL = "org.hermes-rl.pool"
 HOST_LABEL = "org.hermes-rl.host"
@@ -124,9 +126,11 @@ class DockerSlot:
     def workspace(self) -> str:
         return self._workspace
 
-    def resolve(self, path: str) -> str:
+    def resolve(self, path: str, *, allow_root: bool = False) -> str:
         full = posixpath.normpath(posixpath.join(self._workspace, path))
-        if full != self._workspace and not full.startswith(self._workspace + "/"):
+        if full == self._workspace and allow_root:
+            return full
+        if not full.startswith(self._workspace + "/"):
             raise WorkspaceEscape(f"{path!r} is outside the slot workspace {self._workspace}")
         return full
 
@@ -149,27 +153,18 @@ class DockerSlot:
     ) -> ExecResult:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        workdir = self.resolve(cwd) if cwd is not None else self._workspace
+        workdir = self.resolve(cwd, allow_root=True) if cwd is not None else self._workspace
         args = ["exec", "-i", "-w", workdir]
         for key, value in (env or {}).items():
             args += ["-e", f"{key}={value}"]
-        args += [
-            self._host.container,
-            "timeout",
-            "-k",
-            "2",
-            f"{timeout:.3f}",
-            "bash",
-            "-c",
-            command,
-        ]
+        args += [self._host.container, *exec_argv(self.slot_id, command, timeout)]
         started = time.monotonic()
         done = await _cli(self._host.config, args, stdin=stdin or b"", timeout=timeout + _GRACE_S)
         out = CappedOutput(self._host.config.max_output_bytes)
         err = CappedOutput(self._host.config.max_output_bytes)
         out.feed(done.stdout)
         err.feed(done.stderr)
-        code = done.returncode
+        code = done.returncode if done.returncode >= 0 else 128 - done.returncode
         timed_out = code == _TIMEOUT_EXIT
         return ExecResult(
             exit_code=code,
@@ -246,12 +241,8 @@ class DockerHost:
         await self._sh("mkdir -p " + " ".join(shlex.quote(s.workspace) for s in self._slots))
 
     async def reset_slot(self, index: int) -> None:
-        ws = shlex.quote(self._slots[index].workspace)
-        await self._sh(
-            f"for p in /proc/[0-9]*; do c=$(readlink $p/cwd 2>/dev/null) || continue; "
-            f'case "$c" in {ws}|{ws}/*) kill -9 "${{p#/proc/}}" 2>/dev/null;; esac; done; '
-            f"rm -rf {ws} && mkdir -p {ws}"
-        )
+        slot = self._slots[index]
+        await self._sh(reset_script(slot.workspace, slot.slot_id))
 
     async def healthy(self) -> bool:
         if self._closed:

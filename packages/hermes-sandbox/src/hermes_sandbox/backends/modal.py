@@ -45,6 +45,37 @@ _AUTH_HELP = (
 )
 
 
+# Runs a command under GNU timeout (its own process group, exit 124 on timeout) with a marker
+# in its environment; afterwards kills the group and every process still carrying the marker
+# (including ones that left the group with setsid), so nothing outlives the command.
+EXEC_WRAPPER = r"""exec 3<&0
+HERMES_SLOT_MARK="$1" timeout -k 2 "$2" bash -c "$3" <&3 3<&- &
+pid=$!
+wait "$pid"; rc=$?
+kill -9 -- "-$pid" 2>/dev/null
+for f in $(grep -lzxF "HERMES_SLOT_MARK=$1" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null
+done
+exit "$rc"
+"""
+
+
+def reset_script(workspace: str, marker: str) -> str:
+    """Shell that kills the slot's processes (by marker or cwd) and empties its workspace."""
+    ws, mark = shlex.quote(workspace), shlex.quote(f"HERMES_SLOT_MARK={marker}")
+    return (
+        f"for f in $(grep -lzxF {mark} /proc/[0-9]*/environ 2>/dev/null; "
+        f"find /proc/[0-9]*/cwd -maxdepth 0 \\( -lname {ws} -o -lname {ws}/'*' \\) "
+        '2>/dev/null); do p=${f#/proc/}; kill -9 "${p%%/*}" 2>/dev/null; done; '
+        f"rm -rf {ws} && mkdir -p {ws}"
+    )
+
+
+def exec_argv(marker: str, command: str, timeout: float) -> tuple[str, ...]:
+    """argv running ``command`` under :data:`EXEC_WRAPPER` (bash and coreutils needed)."""
+    return ("bash", "-c", EXEC_WRAPPER, "hermes-exec", marker, f"{timeout:.3f}", command)
+
+
 class ModalAuthError(SandboxError):
     """No usable Modal token: run ``modal token new`` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET."""
 
@@ -189,10 +220,12 @@ class ModalSlot:
     def workspace(self) -> str:
         return self._workspace
 
-    def resolve(self, path: str) -> str:
+    def resolve(self, path: str, *, allow_root: bool = False) -> str:
         """``path`` inside the workspace, lexically; ``..`` or outside absolute paths fail."""
         full = posixpath.normpath(posixpath.join(self._workspace, path))
-        if full != self._workspace and not full.startswith(self._workspace + "/"):
+        if full == self._workspace and allow_root:
+            return full
+        if not full.startswith(self._workspace + "/"):
             raise WorkspaceEscape(f"{path!r} is outside the slot workspace {self._workspace}")
         return full
 
@@ -207,13 +240,23 @@ class ModalSlot:
     ) -> ExecResult:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        workdir = self.resolve(cwd) if cwd is not None else self._workspace
-        # GNU timeout kills the command's whole process group and exits 124.
-        argv = ("timeout", "-k", "2", f"{timeout:.3f}", "bash", "-c", command)
+        workdir = self.resolve(cwd, allow_root=True) if cwd is not None else self._workspace
+        argv = exec_argv(self.slot_id, command, timeout)
         return await self._host.run(argv, timeout=timeout, workdir=workdir, env=env, stdin=stdin)
 
-    async def read_file(self, path: str) -> bytes:
+    async def _resolve_file(self, path: str) -> str:
+        """``path`` with symlinks resolved inside the sandbox; escapes raise WorkspaceEscape."""
         full = self.resolve(path)
+        found = await self._host.run(
+            ("readlink", "-m", "--", full), timeout=30.0, workdir=self._host.workspace_root
+        )
+        real = found.stdout.rstrip("\n")
+        if not found.ok or not real.startswith(self._workspace + "/"):
+            raise WorkspaceEscape(f"{path!r} resolves outside the slot workspace")
+        return real
+
+    async def read_file(self, path: str) -> bytes:
+        full = await self._resolve_file(path)
         try:
             data: bytes = await self._host.sandbox.filesystem.read_bytes.aio(full)
         except Exception as exc:
@@ -221,7 +264,7 @@ class ModalSlot:
         return data
 
     async def write_file(self, path: str, data: bytes) -> None:
-        full = self.resolve(path)
+        full = await self._resolve_file(path)
         try:
             fs = self._host.sandbox.filesystem
             await fs.make_directory.aio(posixpath.dirname(full), create_parents=True)
@@ -230,7 +273,7 @@ class ModalSlot:
             raise _map_fs_error(self._host.errors, exc, path) from exc
 
     async def upload(self, local_path: str, remote_path: str) -> None:
-        full = self.resolve(remote_path)
+        full = await self._resolve_file(remote_path)
         try:
             fs = self._host.sandbox.filesystem
             await fs.make_directory.aio(posixpath.dirname(full), create_parents=True)
@@ -239,7 +282,7 @@ class ModalSlot:
             raise _map_fs_error(self._host.errors, exc, remote_path) from exc
 
     async def download(self, remote_path: str, local_path: str) -> None:
-        full = self.resolve(remote_path)
+        full = await self._resolve_file(remote_path)
         try:
             await self._host.sandbox.filesystem.copy_to_local.aio(full, local_path)
         except Exception as exc:
@@ -326,16 +369,12 @@ class ModalHost:
             raise SandboxError(f"could not create workspaces in {self.host_id}: {result.stderr}")
 
     async def reset_slot(self, index: int) -> None:
-        ws = shlex.quote(self._slots[index].workspace)
-        # Kill whatever still runs with its cwd in the workspace, then empty it.
-        script = (
-            f"for p in /proc/[0-9]*; do c=$(readlink $p/cwd 2>/dev/null) || continue; "
-            f'case "$c" in {ws}|{ws}/*) kill -9 "${{p#/proc/}}" 2>/dev/null;; esac; done; '
-            f"rm -rf {ws} && mkdir -p {ws}"
+        slot = self._slots[index]
+        result = await self.run(
+            ("bash", "-c", reset_script(slot.workspace, slot.slot_id)), timeout=60.0, workdir="/"
         )
-        result = await self.run(("bash", "-c", script), timeout=60.0, workdir="/")
         if not result.ok:
-            raise SandboxError(f"could not reset {self._slots[index].slot_id}: {result.stderr}")
+            raise SandboxError(f"could not reset {slot.slot_id}: {result.stderr}")
 
     async def healthy(self) -> bool:
         if self._closed:
