@@ -57,3 +57,15 @@ def test_duplicate_registration_is_refused() -> None:
     registry.register(spec)
     with pytest.raises(ConfigError, match="already"):
         registry.register(spec)
+
+
+def test_literal_and_path_fields_structure_from_plain_values(tmp_path: object) -> None:
+    env = default_registry().create(
+        "swe_smith_oracle", {"source": "jsonl", "jsonl_path": "/x.jsonl", "reward": "shaped"}
+    )
+    assert isinstance(env, SweSmithOracleEnv)
+    assert env.config.reward == "shaped"
+    with pytest.raises(ConfigError):
+        default_registry().create("swe_smith_oracle", {"reward": "sometimes"})
+    with pytest.raises(ConfigError, match="jsonl_path"):
+        default_registry().create("swe_smith_oracle", {"source": "jsonl"})

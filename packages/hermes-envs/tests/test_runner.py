@@ -267,3 +267,14 @@ async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) 
         tg.cancel_scope.cancel()
     assert not pool.busy
     assert len(pool.released) == 3
+
+
+async def test_run_group_with_given_toolsets(pool: Any, toolsets: Any, oracle_agent: Any) -> None:
+    env = _env()
+    item = _item(env)
+    agent = oracle_agent(env.oracle_solution(item))
+    runner = RolloutRunner(env, pool, agent, toolsets)
+    [rollout] = await runner.run_group(item, toolsets=[toolsets[0]], group_size=1)
+    assert agent.seen_tools == [("terminal",)]
+    assert rollout.metadata["toolsets"] == ["terminal"]
+    assert set(rollout.timings) == {"acquire_s", "setup_s", "agent_s", "verify_s", "release_s"}

@@ -144,3 +144,27 @@ def test_binary_and_shaped_rewards() -> None:
     assert shaped.reward == 0.5
     assert score_tests(outcome, ["f1"], ["p1", "p2"], shaped=False).reward == 1.0
     assert [list(c) for c in chunks(["a", "b", "c"], 2)] == [["a", "b"], ["c"]]
+
+
+def test_hf_source_loads_through_datasets(tmp_path: Path) -> None:
+    """``source="hf"`` goes through ``datasets.load_dataset`` (here a local data directory,
+    so no network), with list columns and JSON-string node ids both accepted."""
+    folder = tmp_path / "swe-smith-local"
+    folder.mkdir()
+    rows = fixture_rows()
+    rows[0] = {**rows[0], "FAIL_TO_PASS": json.dumps(rows[0]["FAIL_TO_PASS"])}
+    (folder / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    env = SweSmithOracleEnv(
+        SweSmithConfig(
+            source="hf",
+            hf_dataset=str(folder),
+            hf_cache_dir=str(tmp_path / "hf"),
+            cache_dir=str(tmp_path / "c"),
+        )
+    )
+    loaded = env.load_rows()
+    assert sorted(r.instance_id for r in loaded) == sorted(f.instance_id for f in FIXTURES)
+    assert [i.id for i in env.items(seed=3)] == [i.id for i in env.items(seed=3)]
+    missing = SweSmithOracleEnv(SweSmithConfig(source="hf", hf_dataset=str(tmp_path / "none")))
+    with pytest.raises(DatasetError):
+        missing.load_rows()

@@ -67,6 +67,7 @@ class SweSmithConfig:
     jsonl_path: str | None = None
     hf_dataset: str = HF_DATASET
     hf_split: str = "train"
+    hf_cache_dir: str | None = None
     repo_base_url: str | None = None
     cache_dir: str = attrs.field(factory=_default_cache)
     prompt_mode: Literal["problem_statement", "problem_statement+text"] = "problem_statement"
@@ -116,7 +117,7 @@ class SweSmithOracleEnv:
         if cfg.source == "jsonl":
             return load_jsonl(Path(str(cfg.jsonl_path)))
         try:
-            return load_hf(cfg.hf_dataset, cfg.hf_split)
+            return load_hf(cfg.hf_dataset, cfg.hf_split, cfg.hf_cache_dir)
         except Exception as exc:
             if cfg.source == "hf":
                 raise DatasetError(f"could not load {cfg.hf_dataset}: {exc}") from exc

@@ -91,11 +91,13 @@ def load_jsonl(path: Path) -> list[SweRow]:
     return rows
 
 
-def load_hf(name: str = HF_DATASET, split: str = "train") -> list[SweRow]:
+def load_hf(
+    name: str = HF_DATASET, split: str = "train", cache_dir: str | None = None
+) -> list[SweRow]:
     """Rows from the Hugging Face dataset (blocking: call it from a worker thread)."""
     try:
         import datasets  # type: ignore[import-untyped]
     except ImportError as exc:
         raise DatasetError("install hermes-envs[hf] to load SWE-smith from the Hub") from exc
-    table = datasets.load_dataset(name, split=split)
+    table = datasets.load_dataset(name, split=split, cache_dir=cache_dir)
     return [SweRow.parse(row) for row in table]
