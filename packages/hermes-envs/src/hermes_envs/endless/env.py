@@ -157,7 +157,10 @@ class EndlessTerminalsEnv:
         ok = all(passed)
         return Score(
             reward=1.0 if ok else 0.0,
-            metrics={"checks_passed": sum(passed) / len(passed), "difficulty": task.difficulty},
+            metrics={
+                "checks_passed": sum(passed) / len(passed),
+                "difficulty": float(task.difficulty),
+            },
             failure=None if ok else FailureKind.MODEL,
             details="" if ok else f"failed checks: {[i for i, p in enumerate(passed) if not p]}",
         )

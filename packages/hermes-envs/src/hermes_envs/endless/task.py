@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 from hermes_protocols import Slot
 
-from hermes_envs.shell import write_files
+from hermes_envs.shell import run_checked, write_files
 
 CHECK_TIMEOUT = 30.0
 
@@ -107,8 +107,6 @@ class TerminalTask:
     async def setup(self, slot: Slot, *, timeout: float) -> None:
         await write_files(slot, self.files)
         if self.setup_script:
-            from hermes_envs.shell import run_checked
-
             await run_checked(slot, self.setup_script, timeout=timeout, what="task setup")
 
     async def check(self, slot: Slot) -> list[bool]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import random
@@ -28,7 +29,7 @@ from hermes_protocols import (
 from hermes_envs._convert import str_tuple
 from hermes_envs.errors import DatasetError
 from hermes_envs.shell import run_checked
-from hermes_envs.swe_smith.fixtures import fixture_rows
+from hermes_envs.swe_smith.fixtures import fixture_digest, fixture_rows
 from hermes_envs.swe_smith.mirror import build_fixture_mirror
 from hermes_envs.swe_smith.repo_cache import RepoCache
 from hermes_envs.swe_smith.rows import HF_DATASET, SweRow, load_hf, load_jsonl
@@ -155,16 +156,18 @@ class SweSmithOracleEnv:
         if self.config.repo_base_url:
             return self.config.repo_base_url
         if self._fixture_source:
-            mirror = Path(self.config.cache_dir) / "mirror"
+            mirror = Path(self.config.cache_dir) / f"mirror-{fixture_digest()}"
             return await build_fixture_mirror(mirror, lock_timeout=self.config.lock_timeout)
         return "https://github.com"
 
     async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]:
         cfg = self.config
         row = self.row(item)
+        base_url = await self._base_url()
+        url_key = hashlib.sha256(base_url.encode()).hexdigest()[:12]
         cache = RepoCache(
-            Path(cfg.cache_dir) / "repos",
-            await self._base_url(),
+            Path(cfg.cache_dir) / "repos" / url_key,
+            base_url,
             git_timeout=cfg.git_timeout,
             lock_timeout=cfg.lock_timeout,
         )

@@ -8,6 +8,8 @@ branch per instance, named by ``instance_id`` like SWE-smith's mirrors) under a 
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 from collections.abc import Mapping
 
 import attrs
@@ -243,6 +245,12 @@ FIXTURES: tuple[FixtureInstance, ...] = (
         ),
     ),
 )
+
+
+def fixture_digest() -> str:
+    """A short hash of the fixture sources: mirrors built from other sources never mix."""
+    blob = json.dumps([f.row() for f in FIXTURES], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def fixture_rows() -> list[dict[str, object]]:
