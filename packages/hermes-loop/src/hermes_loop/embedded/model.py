@@ -1,0 +1,85 @@
+"""Everything the embedded model offers, opened together: token backend, tokenizer, template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from hermes_protocols import ToolCallParser
+
+from hermes_loop.chat_template import JinjaChatTemplate
+from hermes_loop.embedded.chat_backend import EmbeddedChatBackend
+from hermes_loop.embedded.gguf_tokenizer import GGUFTokenizer
+from hermes_loop.embedded.hf_export import export_hf_tokenizer
+from hermes_loop.embedded.model_file import resolve_model_path
+from hermes_loop.embedded.runtime import BATCH_INVARIANT_UBATCH
+from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
+
+
+class EmbeddedModel:
+    """An in-process llama.cpp model with its GGUF-built tokenizer and chat template.
+
+    ``async with await EmbeddedModel.open() as model:`` loads SmolLM2-135M-Instruct (or the
+    ``.gguf`` you name) in worker threads; ``model.backend`` is the token backend (phase 2),
+    :meth:`chat_backend` builds the chat backend (phase 1) around a parser you pass in.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        backend: EmbeddedTokenBackend,
+        tokenizer: GGUFTokenizer,
+        template: JinjaChatTemplate,
+    ) -> None:
+        self.path = path
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.template = template
+
+    @classmethod
+    async def open(
+        cls,
+        model: str | Path | None = None,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        n_ubatch: int = BATCH_INVARIANT_UBATCH,
+        timeout_s: float | None = None,
+        template_options: dict[str, Any] | None = None,
+        quiet: bool = True,
+    ) -> EmbeddedModel:
+        """Load the model and build its tokenizer (both in worker threads)."""
+        path = resolve_model_path(model)
+        tokenizer = await anyio.to_thread.run_sync(GGUFTokenizer.from_gguf, path)
+        template = tokenizer.chat_template(**(template_options or {}))
+        backend = await EmbeddedTokenBackend.open(
+            path,
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_batch=n_batch,
+            n_ubatch=n_ubatch,
+            timeout_s=timeout_s,
+            quiet=quiet,
+        )
+        return cls(path, backend, tokenizer, template)
+
+    def chat_backend(self, parser: ToolCallParser) -> EmbeddedChatBackend:
+        """A phase-1 chat backend on this model, parsing tool calls with ``parser``."""
+        return EmbeddedChatBackend(self.backend, self.tokenizer, self.template, parser)
+
+    async def hf_tokenizer_dir(self, cache_dir: str | Path) -> Path:
+        """Export (once) and return an HF tokenizer directory under ``cache_dir``."""
+        return await anyio.to_thread.run_sync(
+            lambda: export_hf_tokenizer(self.path, cache_dir, tokenizer=self.tokenizer)
+        )
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+    async def __aenter__(self) -> EmbeddedModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,116 @@
+"""TokenSampler invariants: truncation, greedy, seeds, exact logprobs, empirical distribution."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hermes_loop.embedded import TokenSampler, log_softmax, token_logprob
+from hermes_protocols import ConfigError, SamplingParams
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+logits_arrays = arrays(
+    np.float32,
+    st.integers(2, 300),
+    elements=st.floats(-30, 30, width=32, allow_nan=False, allow_infinity=False),
+)
+
+
+def reference_logprobs(logits: np.ndarray) -> np.ndarray:
+    x = logits.astype(np.float64)
+    return x - (x.max() + math.log(np.exp(x - x.max()).sum()))
+
+
+@given(logits_arrays, st.data())
+def test_logprob_is_log_softmax_of_the_unmodified_logits(
+    logits: np.ndarray, data: st.DataObject
+) -> None:
+    params = SamplingParams(
+        temperature=data.draw(st.floats(0.1, 3.0)),
+        top_k=data.draw(st.integers(0, 50)),
+        top_p=data.draw(st.floats(0.05, 1.0)),
+        seed=data.draw(st.integers(0, 2**32)),
+    )
+    token, logprob = TokenSampler(params).sample(logits)
+    assert 0 <= token < len(logits)
+    assert logprob == pytest.approx(reference_logprobs(logits)[token], abs=1e-6)
+    assert token_logprob(logits, token) == pytest.approx(logprob)
+    np.testing.assert_allclose(log_softmax(logits), reference_logprobs(logits), atol=1e-9)
+
+
+@given(logits_arrays, st.integers(1, 20), st.integers(0, 2**32))
+def test_top_k_only_draws_from_the_k_best(logits: np.ndarray, k: int, seed: int) -> None:
+    sampler = TokenSampler(SamplingParams(temperature=2.0, top_k=k, seed=seed))
+    kth_best = np.sort(logits)[::-1][min(k, len(logits)) - 1]
+    for _ in range(5):
+        assert logits[sampler.choose(logits)] >= kth_best
+
+
+@given(logits_arrays, st.floats(0.01, 0.99), st.integers(0, 2**32))
+def test_top_p_only_draws_from_the_nucleus(logits: np.ndarray, top_p: float, seed: int) -> None:
+    sampler = TokenSampler(SamplingParams(temperature=1.0, top_p=top_p, seed=seed))
+    probs = np.exp(reference_logprobs(logits))
+    for _ in range(5):
+        token = sampler.choose(logits)
+        # the tokens strictly more likely than the drawn one do not yet reach top_p, so the
+        # drawn token belongs to the smallest set reaching it (ties may go either way)
+        assert probs[probs > probs[token]].sum() < top_p + 1e-9
+
+
+@given(logits_arrays, st.data())
+def test_greedy_is_argmax(logits: np.ndarray, data: st.DataObject) -> None:
+    params = SamplingParams(temperature=0.0, top_p=data.draw(st.floats(0.1, 1.0)))
+    assert TokenSampler(params).choose(logits) == int(np.argmax(logits))
+    assert TokenSampler(SamplingParams(top_k=1)).choose(logits) == int(np.argmax(logits))
+
+
+@given(logits_arrays, st.integers(0, 2**32))
+def test_same_seed_same_draws(logits: np.ndarray, seed: int) -> None:
+    params = SamplingParams(temperature=1.3, top_p=0.9, top_k=40, seed=seed)
+    a, b = TokenSampler(params), TokenSampler(params)
+    assert [a.choose(logits) for _ in range(10)] == [b.choose(logits) for _ in range(10)]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**16))
+def test_draws_follow_the_tempered_distribution(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(0, 1.5, size=6).astype(np.float32)
+    temperature = 0.7
+    sampler = TokenSampler(SamplingParams(temperature=temperature, seed=seed))
+    n = 6000
+    counts = np.bincount([sampler.choose(logits) for _ in range(n)], minlength=6)
+    expected = np.exp(reference_logprobs(logits / temperature)) * n
+    chi2 = float((((counts - expected) ** 2) / expected).sum())
+    assert chi2 < 30.0  # 5 degrees of freedom: p < 1e-5 for a correct sampler
+
+
+def test_large_vocabulary_nucleus_matches_a_full_sort() -> None:
+    rng = np.random.default_rng(0)
+    flat = rng.normal(0, 0.05, size=49152).astype(np.float32)  # no 256 tokens reach top_p
+    peaked = flat.copy()
+    peaked[:10] += 12.0
+    for logits in (flat, peaked):
+        sampler = TokenSampler(SamplingParams(top_p=0.5, seed=1))
+        probs = np.exp(reference_logprobs(logits))
+        for _ in range(20):
+            token = sampler.choose(logits)
+            assert probs[probs > probs[token]].sum() < 0.5 + 1e-9
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=-1.0),
+        SamplingParams(top_p=0.0),
+        SamplingParams(top_p=1.5),
+        SamplingParams(top_k=-1),
+        SamplingParams(max_tokens=0),
+    ],
+)
+def test_impossible_parameters_are_config_errors(params: SamplingParams) -> None:
+    with pytest.raises(ConfigError):
+        TokenSampler(params)
