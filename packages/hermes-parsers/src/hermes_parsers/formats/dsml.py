@@ -59,7 +59,7 @@ def _render(calls: Sequence[ParsedToolCall]) -> str:
             raise RenderError("deepseek_v32 cannot render a call whose arguments did not decode")
         out.append(f'{INVOKE} name="{call.name}">\n')
         for key, value in call.arguments.items():
-            check_text("parameter name", key, ('"',), "deepseek_v32")
+            check_text("parameter name", key, ('"', INVOKE_END), "deepseek_v32")
             text = json_text(value)
             check_text("parameter value", text, (PARAM_END, INVOKE_END), "deepseek_v32")
             string = "true" if isinstance(value, str) else "false"

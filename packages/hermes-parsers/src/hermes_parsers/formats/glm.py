@@ -49,7 +49,7 @@ def _renderer(newline: str, fmt: str) -> Callable[[Sequence[ParsedToolCall]], st
                 raise RenderError(f"{fmt} cannot render a call whose arguments did not decode")
             pairs = []
             for key, value in call.arguments.items():
-                check_text("parameter name", key, (_K_END,), fmt)
+                check_text("parameter name", key, (_K_END, _END), fmt)
                 text = json_text(value)
                 check_text("parameter value", text, (_V_END, _END), fmt)
                 pairs.append(f"{newline}{_K}{key}{_K_END}{newline}{_V}{text}{_V_END}")
