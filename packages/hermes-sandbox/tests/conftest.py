@@ -28,6 +28,7 @@ from hermes_sandbox import (
     PoolConfig,
     SlotPool,
 )
+from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 
 SCRATCH_PARENT = Path("/tmp/hermes-sandbox-tests")
 
@@ -97,6 +98,13 @@ def _leftover_processes(token: str) -> list[int]:
     return found
 
 
+def _cgroups(root: Path) -> list[str]:
+    """cgroup directories of bwrap backends rooted at ``root`` (see ``backends/cgroups.py``)."""
+    return [
+        base for base in controller_bases(subtree_for(str(root))).values() if os.path.isdir(base)
+    ]
+
+
 def _mounts() -> list[str]:
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         return sorted(line.split()[4] for line in f)
@@ -116,6 +124,7 @@ def sandbox_root() -> Iterator[Path]:
         left = sorted(p.name for p in root.iterdir())
         assert left == [], f"directories left behind: {left}"
         assert _mounts() == mounts, "mounts left behind"
+        assert _cgroups(root) == [], f"cgroups left behind: {_cgroups(root)}"
         extra = {p.pid for p in psutil.Process().children(recursive=True)} - children
         alive = [pid for pid in extra if psutil.pid_exists(pid)]
         assert alive == [], f"child processes left behind: {alive}"

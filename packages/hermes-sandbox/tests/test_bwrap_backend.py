@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import anyio
@@ -13,6 +16,7 @@ import pytest
 from hermes_protocols import IsolationUnavailable
 from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SlotPool
 from hermes_sandbox.backends.bwrap_command import bwrap_binary, system_binds
+from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +114,61 @@ async def test_unusable_bwrap_falls_back_only_when_allowed(sandbox_root: Path) -
         assert result.stdout == "unisolated\n"
         assert backend.isolated is False
         await pool.release(slot)
+
+
+async def test_slot_cgroups_limit_the_whole_slot_when_available(sandbox_root: Path) -> None:
+    if set(controller_bases(subtree_for(str(sandbox_root)))) != {"pids", "memory"}:
+        pytest.skip("cgroup v1 pids+memory controllers are not writable here")
+    limits = ResourceLimits(slot_processes=25, slot_memory_bytes=96 << 20)
+    backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), limits=limits))
+    async with SlotPool(backend, PoolConfig(name="cgroups", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        forks = await slot.exec(
+            "for i in $(seq 40); do sleep 0.5 & done 2>&1 | grep -c 'Resource temporarily'",
+            timeout=60,
+        )
+        assert int(forks.stdout.strip() or 0) > 0
+        hog = await slot.exec("head -c 300000000 /dev/zero | tail -c 1 >/dev/null", timeout=60)
+        assert hog.exit_code == 0  # streaming stays under the limit
+        oom = await slot.exec(
+            "a=$(head -c 300000000 /dev/zero | tr '\\0' x); echo ${#a}", timeout=60
+        )
+        assert oom.exit_code != 0
+        assert "300000000" not in oom.stdout
+        await pool.release(slot)
+
+
+async def test_orphan_sweep_removes_dead_runs_dirs_and_cgroups(sandbox_root: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import anyio
+        from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SlotPool
+        async def main():
+            backend = BwrapBackend(BwrapConfig(root_dir={str(sandbox_root)!r}))
+            async with SlotPool(backend, PoolConfig(name="bw-orphan", min_hosts=1)) as pool:
+                slot = await pool.acquire("t")
+                await slot.exec("true", timeout=30)
+                print("ready", flush=True)
+                await anyio.sleep(60)
+        anyio.run(main)
+        """
+    )
+    child = await anyio.open_process([sys.executable, "-c", script], stderr=None)
+    try:
+        assert child.stdout is not None
+        with anyio.fail_after(60):
+            line = await child.stdout.receive()
+        assert line.startswith(b"ready")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        with anyio.fail_after(10):
+            await child.wait()
+        await child.aclose()
+    (host_id,) = os.listdir(sandbox_root)
+    bases = list(controller_bases(subtree_for(str(sandbox_root))).values())
+    assert all(os.path.isdir(os.path.join(base, host_id)) for base in bases)  # noqa: ASYNC240
+    backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root)))
+    async with SlotPool(backend, PoolConfig(name="bw-orphan")) as pool:
+        assert pool.orphans_removed == 1
+    assert os.listdir(sandbox_root) == []
+    assert not any(os.path.exists(os.path.join(base, host_id)) for base in bases)  # noqa: ASYNC240

@@ -20,6 +20,8 @@ class ResourceLimits:
     max_processes: int | None = 512
     file_size_bytes: int | None = 8 << 30
     open_files: int | None = 4096
+    slot_memory_bytes: int | None = 8 << 30
+    slot_processes: int | None = 1024
 
     def ulimit_prologue(self) -> str:
         """A shell line applying the limits (empty when nothing is limited)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import shlex
 import zlib
 from collections.abc import Mapping
 
@@ -25,6 +26,13 @@ from hermes_sandbox.backends import _host_dirs
 from hermes_sandbox.backends._slot_files import WorkspaceFiles
 from hermes_sandbox.backends.base import Host, HostSpec
 from hermes_sandbox.backends.bwrap_command import bwrap_argv, bwrap_binary, system_binds
+from hermes_sandbox.backends.cgroups import (
+    SlotCgroup,
+    remove_host_cgroups,
+    slot_cgroup,
+    subtree_for,
+    sweep_cgroups,
+)
 from hermes_sandbox.backends.directory_host import DirectoryHost
 from hermes_sandbox.backends.local import DEFAULT_ROOT, LocalConfig, LocalSlot
 from hermes_sandbox.backends.slot_env import SlotEnv
@@ -67,8 +75,10 @@ class BwrapSlot:
         binary: str,
         binds: list[str],
         owner: tuple[int, int] | None,
+        cgroup: SlotCgroup | None = None,
     ) -> None:
         self._slot_id = f"{host_id}/{index}"
+        self._cgroup = cgroup
         self._marker = f"{self._slot_id}/"
         self._dir = directory
         self._config = config
@@ -112,6 +122,10 @@ class BwrapSlot:
             allow_network=self._config.allow_network,
             script=f"{prologue}\n{command}" if prologue else command,
         )
+        if self._cgroup is not None:
+            # Join the slot's cgroups before bwrap starts, so every process is inside them.
+            joins = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files)
+            argv = ["sh", "-c", f'{joins} && exec "$0" "$@"', *argv]
         user, group = self._owner if self._owner is not None else (None, None)
         return await run_command(
             argv,
@@ -129,6 +143,8 @@ class BwrapSlot:
     def kill_all(self) -> None:
         for pgid in list(self._running):
             kill_group(pgid)
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
         _host_dirs.kill_marked(self._marker)
 
     async def read_file(self, path: str) -> bytes:
@@ -158,6 +174,7 @@ class BwrapBackend:
         if not 0 < lo < hi:
             raise ValueError(f"uid_range must be (low, high) with 0 < low < high, got {lo, hi}")
         self._as_root = os.geteuid() == 0
+        self._cgroup_subtree = subtree_for(self.config.root_dir)
         self._probe_lock = anyio.Lock()
         self._isolated: bool | None = None
         self._probe_error = ""
@@ -216,14 +233,29 @@ class BwrapBackend:
                 )
                 return LocalSlot(host_id, index, directory, local)
             owner = self.owner_of(host_id, index)
-            return BwrapSlot(host_id, index, directory, self.config, binary, binds, owner)
+            limits = self.config.limits
+            cgroup = slot_cgroup(
+                self._cgroup_subtree,
+                host_id,
+                index,
+                memory_bytes=limits.slot_memory_bytes,
+                max_pids=limits.slot_processes,
+                owner=owner,
+            )
+            return BwrapSlot(host_id, index, directory, self.config, binary, binds, owner, cgroup)
 
         owner_of = (
             (lambda i: None)
             if self._isolated is False
             else (lambda i: self.owner_of(spec.host_id, i))
         )
-        host = await DirectoryHost.create(spec, self.config.root_dir, make_slot, owner_of)
+        host = await DirectoryHost.create(
+            spec,
+            self.config.root_dir,
+            make_slot,
+            owner_of,
+            on_remove=lambda: remove_host_cgroups(self._cgroup_subtree, spec.host_id),
+        )
         if self._isolated is None:
             try:
                 await self._probe(host, binary, binds)
@@ -243,4 +275,11 @@ class BwrapBackend:
         return host
 
     async def sweep_orphans(self, pool_name: str) -> int:
-        return await anyio.to_thread.run_sync(_host_dirs.sweep, self.config.root_dir, pool_name)
+        """Remove dead runs' host directories and cgroups (pools of one name share a root)."""
+        return await anyio.to_thread.run_sync(self._sweep, pool_name)
+
+    def _sweep(self, pool_name: str) -> int:
+        removed = _host_dirs.sweep(self.config.root_dir, pool_name)
+        root = self.config.root_dir
+        live = set(os.listdir(root)) if os.path.isdir(root) else set()
+        return max(removed, sweep_cgroups(self._cgroup_subtree, pool_name, live))

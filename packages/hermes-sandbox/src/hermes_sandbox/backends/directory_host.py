@@ -37,12 +37,15 @@ class DirectoryHost:
         root: str,
         make_slot: SlotFactory,
         owner_of: Callable[[int], tuple[int, int] | None],
+        on_remove: Callable[[], None] | None = None,
     ) -> None:
         self._spec = spec
         self._dir = os.path.join(root, spec.host_id)
         self._owner_of = owner_of
+        self._make_slot = make_slot
+        self._on_remove = on_remove
         self._closed = False
-        self._slots = [make_slot(spec.host_id, i, self.workspace_dir(i)) for i in range(spec.slots)]
+        self._slots: list[DirectorySlot] = []
 
     @classmethod
     async def create(
@@ -51,8 +54,10 @@ class DirectoryHost:
         root: str,
         make_slot: SlotFactory,
         owner_of: Callable[[int], tuple[int, int] | None],
+        on_remove: Callable[[], None] | None = None,
     ) -> DirectoryHost:
-        host = cls(spec, root, make_slot, owner_of)
+        """Create the directories and the slots (the slot factory runs in a worker thread)."""
+        host = cls(spec, root, make_slot, owner_of, on_remove)
         try:
             await anyio.to_thread.run_sync(host._create_dirs, root)
         except BaseException:
@@ -68,6 +73,7 @@ class DirectoryHost:
         _host_dirs.write_owner(self._dir)
         for i in range(self._spec.slots):
             _host_dirs.empty_dir(self.workspace_dir(i), self._owner_of(i))
+            self._slots.append(self._make_slot(self._spec.host_id, i, self.workspace_dir(i)))
 
     @property
     def host_id(self) -> str:
@@ -106,6 +112,8 @@ class DirectoryHost:
         for slot in self._slots:
             slot.kill_all()
         _host_dirs.kill_marked(self.host_id + "/")
+        if self._on_remove is not None:
+            self._on_remove()
         _host_dirs.remove_tree(self._dir)
 
     async def close(self) -> None:

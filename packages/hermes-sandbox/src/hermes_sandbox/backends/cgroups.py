@@ -1,0 +1,156 @@
+"""Per-slot cgroups (v1 ``pids`` and ``memory`` controllers) where the hierarchy is writable.
+
+Each slot gets ``<controller cgroup of this process>/<subtree>/<host_id>/<slot>`` with
+``pids.max`` and ``memory.limit_in_bytes`` set; its ``cgroup.procs`` is handed to the slot's
+uid so the command's wrapper shell can move itself in before starting bwrap (every process of
+the command is then counted, limited and can be killed through the cgroup, even ones that
+escaped the process group). Only cgroup v1 controllers are used; on a pure cgroup v2 machine
+(or without write access) :func:`slot_cgroup` returns ``None`` and rlimits alone apply.
+The subtree name is derived from the backend's ``root_dir`` (:func:`subtree_for`), so runs
+with different roots never touch each other's cgroups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+import zlib
+
+from hermes_sandbox.backends._host_dirs import pool_of
+
+CGROUP_FS = "/sys/fs/cgroup"
+_CONTROLLERS = ("pids", "memory")
+
+
+def subtree_for(root_dir: str) -> str:
+    """The cgroup subtree name of backends whose hosts live under ``root_dir``."""
+    return f"hermes-sandbox-{zlib.crc32(os.path.realpath(root_dir).encode()):08x}"
+
+
+def controller_bases(subtree: str) -> dict[str, str]:
+    """``{controller: <its cgroup dir of this process>/<subtree>}`` for writable v1 ones."""
+    bases: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return bases
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            if controller not in _CONTROLLERS:
+                continue
+            mount = os.path.join(CGROUP_FS, controller)
+            own = os.path.normpath(mount + path)
+            if os.path.isfile(os.path.join(own, "cgroup.procs")) and os.access(own, os.W_OK):
+                bases[controller] = os.path.join(own, subtree)
+    return bases
+
+
+class SlotCgroup:
+    """The cgroup directories of one slot, one per controller."""
+
+    def __init__(self, dirs: dict[str, str]) -> None:
+        self.dirs = dirs
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [os.path.join(d, "cgroup.procs") for d in self.dirs.values()]
+
+    def kill_all(self) -> int:
+        """SIGKILL every process in the slot's cgroups; return how many were signalled."""
+        return sum(_kill_cgroup(d) for d in self.dirs.values())
+
+    def remove(self) -> None:
+        for directory in self.dirs.values():
+            _remove_cgroup(directory)
+
+
+def _kill_cgroup(directory: str) -> int:
+    killed = 0
+    with contextlib.suppress(OSError):
+        with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as f:
+            pids = [int(x) for x in f.read().split()]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def _remove_cgroup(directory: str, attempts: int = 50) -> None:
+    """Kill what is inside and ``rmdir`` (retrying while the kernel reaps the processes)."""
+    for _ in range(attempts):
+        if not os.path.isdir(directory):
+            return
+        _kill_cgroup(directory)
+        try:
+            os.rmdir(directory)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)  # called from a worker thread
+    os.rmdir(directory)
+
+
+def slot_cgroup(
+    subtree: str,
+    host_id: str,
+    index: int,
+    *,
+    memory_bytes: int | None,
+    max_pids: int | None,
+    owner: tuple[int, int] | None,
+) -> SlotCgroup | None:
+    """Create (or reuse) the cgroups of slot ``index``; ``None`` when none can be made."""
+    wanted = {"memory": memory_bytes, "pids": max_pids}
+    dirs: dict[str, str] = {}
+    for controller, base in controller_bases(subtree).items():
+        limit = wanted[controller]
+        if limit is None:
+            continue
+        directory = os.path.join(base, host_id, str(index))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            knob = "memory.limit_in_bytes" if controller == "memory" else "pids.max"
+            with open(os.path.join(directory, knob), "w", encoding="ascii") as f:
+                f.write(str(limit))
+            if owner is not None:
+                os.chown(os.path.join(directory, "cgroup.procs"), *owner)
+        except OSError:
+            with contextlib.suppress(OSError):
+                _remove_cgroup(directory, attempts=1)
+            continue
+        dirs[controller] = directory
+    return SlotCgroup(dirs) if dirs else None
+
+
+def remove_host_cgroups(subtree: str, host_id: str) -> None:
+    """Remove every cgroup of ``host_id`` (its slots first, then the host directory)."""
+    for base in controller_bases(subtree).values():
+        host_dir = os.path.join(base, host_id)
+        if not os.path.isdir(host_dir):
+            continue
+        for name in os.listdir(host_dir):
+            path = os.path.join(host_dir, name)
+            if os.path.isdir(path):
+                _remove_cgroup(path)
+        _remove_cgroup(host_dir)
+        with contextlib.suppress(OSError):  # busy while other hosts still have cgroups
+            os.rmdir(base)
+
+
+def sweep_cgroups(subtree: str, pool_name: str, live_host_ids: set[str]) -> int:
+    """Remove cgroups of hosts of ``pool_name`` that are not in ``live_host_ids``."""
+    removed: set[str] = set()
+    for base in controller_bases(subtree).values():
+        if not os.path.isdir(base):
+            continue
+        for host_id in os.listdir(base):
+            if pool_of(host_id) == pool_name and host_id not in live_host_ids:
+                remove_host_cgroups(subtree, host_id)
+                removed.add(host_id)
+    return len(removed)
