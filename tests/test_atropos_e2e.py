@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from hermes_atropos_env.trainer import (
@@ -40,6 +41,7 @@ TINY = [
     "--env.max_token_length", "2048",
     "--env.use_wandb", "false",
     "--env.agent_temperature", "1.0",
+    "--env.enabled_toolsets", "terminal",
 ]  # fmt: skip
 
 
@@ -96,22 +98,27 @@ def _wait_http(url: str, timeout: float) -> None:
     raise TimeoutError(f"{url} did not answer within {timeout}s")
 
 
-def _check_against_model(groups: Sequence[dict[str, Any]]) -> None:
+async def _check_against_model(groups: Sequence[dict[str, Any]]) -> None:
     """Every unmasked token and its logprob is what the embedded model produced: a
-    teacher-forced recompute by the same model gives the same logprobs (to 1e-3)."""
-    from hermes_atropos_env.inference import teacher_forced_logprobs
+    teacher-forced recompute of the whole sequence by the same model gives the same logprobs
+    (to 1e-3) at every trainable position."""
+    from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
 
     checked = 0
-    for group in groups:
-        for ids, mask, lps in zip(
-            group["tokens"], group["masks"], group["inference_logprobs"], strict=True
-        ):
-            positions = [i for i, m in enumerate(mask) if m != MASKED]
-            recomputed = teacher_forced_logprobs(ids, positions)
-            for position, value in zip(positions, recomputed, strict=True):
-                assert mask[position] == ids[position]
-                assert abs(lps[position] - value) < 1e-3, (position, lps[position], value)
-                checked += 1
+    async with await EmbeddedTokenBackend.open(n_ctx=2048) as model:
+        for group in groups:
+            for ids, mask, lps in zip(
+                group["tokens"], group["masks"], group["inference_logprobs"], strict=True
+            ):
+                recomputed = await model.score(ids, start=1)  # logprob of ids[1:]
+                for position, m in enumerate(mask):
+                    if m == MASKED:
+                        continue
+                    assert m == ids[position]
+                    assert position >= 1
+                    want = recomputed[position - 1]
+                    assert abs(lps[position] - want) < 1e-3, (position, lps[position], want)
+                    checked += 1
     assert checked > 0
 
 
@@ -152,11 +159,12 @@ async def test_serve_streams_exact_tokens_to_a_trainer(tmp_path: Path) -> None:
     for group in batch:
         assert group["group_overrides"]["token_source"] == "sampler"
         assert group["messages"] is None or all(group["messages"])
-    _check_against_model(batch)
+    await _check_against_model(batch)
 
 
+@pytest.mark.anyio
 @pytest.mark.timeout(900)
-def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -> None:
+async def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -> None:
     out = tmp_path / "groups.jsonl"
     cmd = _app_cmd(
         "process",
@@ -167,9 +175,8 @@ def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -> None
         "--env.data_path_to_save_groups", str(out),
         *TINY,
     )  # fmt: skip
-    done = subprocess.run(
-        cmd, cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, timeout=800
-    )
+    with anyio.fail_after(800):
+        done = await anyio.run_process(cmd, cwd=tmp_path, env=_clean_env(tmp_path), check=False)
     assert done.returncode == 0, done.stderr.decode()[-5000:]
     groups = _read_groups(out)
     assert len(groups) == 2
@@ -179,7 +186,7 @@ def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -> None
         assert group["group_overrides"]["token_source"] == "sampler"
         assert all(m[0]["role"] == "system" for m in group["messages"])
     assert out.with_suffix(".html").is_file()
-    _check_against_model(groups)
+    await _check_against_model(groups)
 
 
 @pytest.mark.timeout(900)

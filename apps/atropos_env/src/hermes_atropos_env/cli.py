@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -139,6 +140,10 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
     return 0
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help") or "--help" in args or "-h" in args:
@@ -149,8 +154,13 @@ def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int
         from hermes_atropos_env.wiring import HermesWiring
 
         wiring = HermesWiring()
+    # SIGTERM unwinds like Ctrl-C, so the pool and the model are released on the way out
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run(args, wiring)
+    except KeyboardInterrupt:
+        print("atropos_env: interrupted; sandboxes and model released", file=sys.stderr)
+        return 130
     except ConfigError as exc:
         print(f"atropos_env: {exc}", file=sys.stderr)
         return 2

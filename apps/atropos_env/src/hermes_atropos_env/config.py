@@ -85,7 +85,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         default="drop",
         description="Sequences >= max_token_length: drop them or truncate (mask adjusted).",
     )
-    seed: int = Field(default=0, description="Seed of item generation and sampling.")
+    seed: int = Field(default=0, description="Seed of item order and toolset sampling.")
 
     @model_validator(mode="after")
     def _apply_alias(self) -> HermesAtroposEnvConfig:

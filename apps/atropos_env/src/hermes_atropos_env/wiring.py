@@ -105,8 +105,9 @@ class HermesRolloutSource:
 def _agent(env: HermesAtroposEnvConfig, parts: ModelParts) -> AgentLoop:
     return AgentLoop(
         parts.model,
+        # no sampling seed: the members of a group must sample independently
         sampling=SamplingParams(
-            temperature=env.agent_temperature, max_tokens=env.max_tokens_per_turn, seed=env.seed
+            temperature=env.agent_temperature, max_tokens=env.max_tokens_per_turn
         ),
         limits=LoopLimits(
             max_turns=env.max_agent_turns,
