@@ -137,7 +137,9 @@ class LocalSlot:
         await self.write_file(remote_path, await anyio.Path(local_path).read_bytes())
 
     async def download(self, remote_path: str, local_path: str) -> None:
-        await anyio.Path(local_path).write_bytes(await self.read_file(remote_path))
+        target = anyio.Path(local_path)
+        await target.parent.mkdir(parents=True, exist_ok=True)
+        await target.write_bytes(await self.read_file(remote_path))
 
 
 class LocalPool:
