@@ -181,19 +181,19 @@ class TerminalBenchEnv:
         if host:
             files = {k: _remap_bytes(v, ctx.workspace) for k, v in files.items()}
         q_tests, q_logs = shlex.quote(tests_dir), shlex.quote(logs_dir)
-        await run_checked(
-            ctx,
-            f"rm -rf {q_tests} {q_logs}/verifier && mkdir -p {q_tests} {q_logs}/verifier",
+        # The tar travels on stdin: no file API path outside the workspace is needed.
+        upload = await ctx.exec(
+            f"rm -rf {q_tests} {q_logs}/verifier && mkdir -p {q_tests} {q_logs}/verifier && "
+            f"tar -xf - -C {q_tests}",
             timeout=self.config.setup_timeout,
-            what="preparing the test directories",
+            stdin=_tar(files),
         )
-        await ctx.write_file(f"{TESTS_DIR if host else tests_dir}/.hermes_tests.tar", _tar(files))
-        await run_checked(
-            ctx,
-            f"cd {q_tests} && tar -xf .hermes_tests.tar && rm -f .hermes_tests.tar",
-            timeout=self.config.setup_timeout,
-            what="unpacking the tests",
-        )
+        if not upload.ok:
+            return Score(
+                reward=0.0,
+                failure=FailureKind.INFRASTRUCTURE,
+                details=f"uploading the tests failed: {upload.stderr[-1000:]}",
+            )
         run = await ctx.exec(
             f"bash {q_tests}/test.sh", timeout=task.verifier_timeout, cwd=None if host else "/app"
         )
@@ -205,9 +205,9 @@ class TerminalBenchEnv:
                 details=f"test.sh timed out after {task.verifier_timeout:g}s",
             )
         reward_file = f"{logs_dir}/verifier/reward.txt"
-        check = await ctx.exec(f"test -f {shlex.quote(reward_file)}", timeout=30)
+        check = await ctx.exec(f"cat {shlex.quote(reward_file)}", timeout=30)
         if check.ok:
-            text = (await ctx.read_file(reward_file)).decode(errors="replace").strip()
+            text = check.stdout.strip()
             try:
                 reward = float(text)
             except ValueError:
