@@ -83,10 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--seed", type=int, help="item generation and sampling seed (0)")
     agent = p.add_argument_group("agent")
     agent.add_argument("--max-turns", type=int, metavar="N", help="turns per rollout (3)")
-    agent.add_argument("--max-tokens", type=int, metavar="N", help="tokens per turn (96)")
+    agent.add_argument("--max-tokens", type=int, metavar="N", help="tokens per turn (64)")
     agent.add_argument("--temperature", type=float, help="sampling temperature (0.7)")
     agent.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
-    agent.add_argument("--toolsets", metavar="A,B", help="enabled toolsets (env's by default)")
+    agent.add_argument(
+        "--toolsets",
+        metavar="A,B",
+        help="enabled toolsets (env's; terminal with the embedded model)",
+    )
     agent.add_argument("--disabled-toolsets", metavar="A,B", help="toolsets to remove")
     agent.add_argument("--distribution", metavar="NAME", help="sample toolsets per group")
     agent.add_argument("--parser", metavar="NAME", help="tool-call parser (hermes)")
@@ -95,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--server-type", choices=SERVER_TYPES, help="embedded unless --model-url")
     model.add_argument("--model-url", metavar="URL", help="OpenAI-compatible or engine base URL")
     model.add_argument("--model", metavar="NAME|FILE.gguf", help="model name or local GGUF")
+    model.add_argument("--tokenizer", metavar="DIR", help="HF tokenizer dir (token servers)")
+    model.add_argument(
+        "--context-tokens", type=int, metavar="N", help="context budget per rollout (4096)"
+    )
     model.add_argument("--api-key", help="server API key (default: $OPENAI_API_KEY)")
     model.add_argument("--extra-body", type=_json_object, metavar="JSON", help="request extras")
     box = p.add_argument_group("sandbox")

@@ -26,7 +26,8 @@ ServerType: TypeAlias = Literal["openai", "sglang", "vllm", "llama_cpp", "embedd
 SANDBOXES: tuple[str, ...] = ("bwrap", "local", "docker", "modal", "nomad", "remote")
 SERVER_TYPES: tuple[str, ...] = ("openai", "sglang", "vllm", "llama_cpp", "embedded")
 DEFAULT_ENV = "endless_terminals"
-DEFAULT_ENV_ITEMS = 2  # items of an environment when --num-items is not given
+DEFAULT_ENV_ITEMS = 2
+EMBEDDED_TOOLSETS = ("terminal",)  # items of an environment when --num-items is not given
 
 #: Keys that may differ between a run and its resume.
 RUNTIME_KEYS: frozenset[str] = frozenset(
@@ -76,7 +77,7 @@ class RunConfig:
     group_size: int = attrs.field(default=1, validator=_positive)
     concurrency: int = attrs.field(default=2, validator=_positive)
     max_turns: int = attrs.field(default=3, validator=_positive)
-    max_tokens: int = attrs.field(default=96, validator=_positive)
+    max_tokens: int = attrs.field(default=64, validator=_positive)
     temperature: float = attrs.field(default=0.7, validator=_non_negative)
     system_prompt: str | None = None
     toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
@@ -94,6 +95,8 @@ class RunConfig:
     rollout_timeout: float = attrs.field(default=600.0, validator=_positive)
     model_url: str | None = None
     model: str | None = None
+    tokenizer: str | None = None
+    context_tokens: int = attrs.field(default=4096, validator=_positive)
     server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
     extra_body: JSONObject | None = None
     seed: int = 0
@@ -115,6 +118,16 @@ class RunConfig:
             raise ConfigError("--sandbox remote needs --sandbox-url (one or more server URLs)")
         if self.sandbox == "nomad" and not self.nomad_address:
             raise ConfigError("--sandbox nomad needs --nomad-address (the Nomad HTTP API URL)")
+
+    @property
+    def enabled_toolsets(self) -> tuple[str, ...] | None:
+        """``--toolsets``; else terminal only for the embedded model (its small context and
+        CPU budget); else ``None``: the environment's own toolsets (or ``--distribution``)."""
+        if self.toolsets:
+            return self.toolsets
+        if self.distribution is None and self.server_type == "embedded" and not self.dataset:
+            return EMBEDDED_TOOLSETS
+        return None
 
     @property
     def item_limit(self) -> int | None:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
+from typing import Any
 
 import attrs
 import httpx
-from hermes_loop import ChatModel, TokenModel
+from hermes_loop import ChatModel, HFTokenizer, TokenModel
+from hermes_loop.embedded import EmbeddedModel
+from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.openai_chat import OpenAIChatBackend
+from hermes_loop.sglang_backend import SGLangBackend
+from hermes_loop.vllm_backend import VLLMBackend
 from hermes_protocols import BackendError, ConfigError, ToolCallParser
 
 from hermes_batch_runner.config import RunConfig
@@ -67,30 +71,44 @@ async def open_model(config: RunConfig, credentials: Credentials) -> AsyncIterat
         async with _embedded(config) as parts:
             yield parts
         return
-    assert config.model_url is not None  # RunConfig checks it
-    await probe_server(config.model_url)
+    url = config.model_url
+    assert url is not None  # RunConfig checks it
+    await probe_server(url)
     if config.server_type == "openai":
         if not config.model:
             raise ConfigError("--server-type openai needs --model (the served model's name)")
         async with OpenAIChatBackend(
-            config.model_url,
-            model=config.model,
-            api_key=credentials.api_key,
-            timeout_s=config.rollout_timeout,
-        ) as backend:
-            yield ModelParts(ChatModel(backend, extra_body=config.extra_body), config.model)
+            url, model=config.model, api_key=credentials.api_key, timeout_s=config.rollout_timeout
+        ) as chat:
+            yield ModelParts(ChatModel(chat, extra_body=config.extra_body), config.model)
         return
-    raise ConfigError(
-        f"--server-type {config.server_type} (token mode over HTTP) is not wired into the "
-        "batch runner yet; use --server-type openai or the embedded model"
-    )
+    if not config.tokenizer:
+        raise ConfigError(
+            f"--server-type {config.server_type} is token mode: pass --tokenizer DIR (the "
+            "served model's Hugging Face tokenizer directory)"
+        )
+    tokenizer = await HFTokenizer.load(config.tokenizer)
+    options: dict[str, Any] = {"api_key": credentials.api_key, "timeout_s": config.rollout_timeout}
+    backend: SGLangBackend | VLLMBackend | LlamaServerBackend
+    if config.server_type == "sglang":
+        backend = SGLangBackend(url, extra_sampling=config.extra_body, **options)
+    elif config.server_type == "vllm":
+        if not config.model:
+            raise ConfigError("--server-type vllm needs --model (the served model's name)")
+        backend = VLLMBackend(url, model=config.model, extra_body=config.extra_body, **options)
+    else:
+        backend = LlamaServerBackend(url, extra_body=config.extra_body, **options)
+    async with backend:
+        model = TokenModel(backend, tokenizer, tokenizer.chat_template, get_parser(config.parser))
+        yield ModelParts(model, config.model or f"{config.server_type}:{url}")
 
 
 @asynccontextmanager
 async def _embedded(config: RunConfig) -> AsyncIterator[ModelParts]:
-    from hermes_loop.embedded.model_file import resolve_model_path
-
-    path: Path = resolve_model_path(config.model)
-    if path.suffix:
-        raise ConfigError(f"the embedded model backend is not available yet ({path})")
-    yield ModelParts(ChatModel(None), "none")  # type: ignore[arg-type]
+    """SmolLM2 (or ``--model FILE.gguf``) in-process, in token mode."""
+    parser = get_parser(config.parser)
+    async with await EmbeddedModel.open(
+        config.model, n_ctx=config.context_tokens, timeout_s=config.rollout_timeout
+    ) as embedded:
+        model = TokenModel(embedded.backend, embedded.tokenizer, embedded.template, parser)
+        yield ModelParts(model, f"embedded:{embedded.path.name}")

@@ -51,7 +51,7 @@ class RunnerComponents:
         self._parts = parts
         self._toolsets = tuple(toolsets)
         self._selection = ToolsetSelection(
-            enabled=config.toolsets or None,
+            enabled=config.enabled_toolsets,
             disabled=config.disabled_toolsets,
             distribution=config.distribution,
         )
@@ -83,6 +83,7 @@ class RunnerComponents:
             limits=LoopLimits(
                 max_turns=config.max_turns,
                 max_tokens_per_turn=config.max_tokens,
+                max_context_tokens=config.context_tokens - 1,
                 rollout_timeout_s=config.rollout_timeout,
                 tool_timeout_s=config.command_timeout + TOOL_TIMEOUT_MARGIN_S,
             ),
