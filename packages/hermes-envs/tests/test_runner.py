@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 from collections.abc import Mapping, Sequence
@@ -278,3 +279,50 @@ async def test_run_group_with_given_toolsets(pool: Any, toolsets: Any, oracle_ag
     assert agent.seen_tools == [("terminal",)]
     assert rollout.metadata["toolsets"] == ["terminal"]
     assert set(rollout.timings) == {"acquire_s", "setup_s", "agent_s", "verify_s", "release_s"}
+
+
+@pytest.mark.parametrize("command", ["cat ../../../etc/hostname", "sleep 5"])
+async def test_model_caused_sandbox_errors_are_not_infrastructure(command: str, pool: Any) -> None:
+    """A tool refusing a path outside the workspace or a command overrunning its timeout is
+    the model's doing: the rollout is scored, not retried."""
+    from hermes_envs import SlotToolExecutor
+    from hermes_protocols import SandboxTimeout, Slot, ToolResult, WorkspaceEscape
+
+    class StrictTool:
+        schema = ToolSchema("terminal", "run", {"type": "object", "properties": {}})
+
+        async def __call__(self, slot: Slot, arguments: Mapping[str, Any]) -> ToolResult:
+            command = str(arguments["command"])
+            if ".." in command:
+                raise WorkspaceEscape("outside the workspace")
+            if command.startswith("sleep"):
+                raise SandboxTimeout("command overran")
+            return ToolResult("")
+
+    class OneCall:
+        async def run(
+            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+        ) -> AgentResult:
+            with contextlib.suppress(Exception):
+                await executor("terminal", {"command": command})
+            return AgentResult(messages=messages, stop_reason=StopReason.FINAL_ANSWER, turns=1)
+
+    class Toolset:
+        name = "terminal"
+        tools = (StrictTool(),)
+
+    env = _env()
+    [rollout] = await RolloutRunner(env, pool, OneCall(), [Toolset()], config=FAST).run_group(
+        _item(env)
+    )
+    assert rollout.failure is None
+    assert rollout.score is not None
+    assert rollout.metadata["attempts"] == 1
+    slot = await pool.acquire("direct")
+    try:
+        executor = SlotToolExecutor([Toolset()], slot)
+        with pytest.raises((WorkspaceEscape, SandboxTimeout)):
+            await executor("terminal", {"command": command})
+        assert executor.sandbox_errors == []
+    finally:
+        await pool.release(slot)

@@ -12,7 +12,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from hermes_protocols import ConfigError, SandboxError, Slot, Tool, ToolResult, Toolset
+from hermes_protocols import (
+    ConfigError,
+    SandboxError,
+    SandboxTimeout,
+    Slot,
+    Tool,
+    ToolResult,
+    Toolset,
+    WorkspaceEscape,
+)
 
 
 def _percentages(value: Mapping[str, float]) -> dict[str, float]:
@@ -102,8 +111,9 @@ def resolve_toolsets(
 class SlotToolExecutor:
     """A :class:`hermes_protocols.ToolExecutor` running the group's tools against one slot.
 
-    Sandbox errors are re-raised for the loop to report and also recorded, so the runner can
-    tell a dead slot (infrastructure) from a model mistake.
+    Sandbox errors are re-raised for the loop to report and also recorded (except
+    ``WorkspaceEscape`` and ``SandboxTimeout``, which the model causes), so the runner can tell
+    a dead slot (infrastructure) from a model mistake.
     """
 
     def __init__(self, toolsets: Sequence[Toolset], slot: Slot) -> None:
@@ -124,6 +134,8 @@ class SlotToolExecutor:
             return ToolResult(f"unknown tool {name!r}; available: {sorted(self._tools)}", True)
         try:
             return await tool(self._slot, arguments)
+        except (WorkspaceEscape, SandboxTimeout):
+            raise  # the model's doing: a path outside the workspace, a command that overran
         except SandboxError as exc:
             self.sandbox_errors.append(f"{name}: {type(exc).__name__}: {exc}")
             raise
