@@ -15,6 +15,7 @@ from hermes_loop import (
     ChatModel,
     GenerationFinished,
     HFTokenizer,
+    JinjaChatTemplate,
     LoopEvent,
     LoopLimits,
     RolloutFinished,
@@ -24,6 +25,7 @@ from hermes_loop import (
     run,
 )
 from hermes_protocols import (
+    Agent,
     ConfigError,
     Generation,
     Message,
@@ -374,3 +376,32 @@ def test_limits_are_validated() -> None:
         LoopLimits(max_turns=0)
     with pytest.raises(ConfigError, match="rollout_timeout_s"):
         LoopLimits(rollout_timeout_s=-1)
+
+
+def test_agent_loop_meets_the_agent_protocol(kit: Any) -> None:
+    assert isinstance(AgentLoop(ChatModel(kit.ScriptedChatBackend([]))), Agent)
+
+
+# renders only the last two messages: appending messages rewrites what came before
+FORGETFUL = (
+    "{% for m in messages[-2:] %}<{{ m.role }}>{{ m.content or '' }}</{{ m.role }}>{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+@pytest.mark.anyio
+async def test_unbridgeable_template_ends_rollout_with_partial_result(
+    kit: Any, hf_tokenizer: HFTokenizer
+) -> None:
+    tok = hf_tokenizer
+    call = [*tok.encode(kit.call_text("echo", {"text": "a"})), tok.eos_token_id]
+    backend = kit.ScriptedTokenBackend([Generation(call, [-1.0] * len(call), "stop")] * 2)
+    template = JinjaChatTemplate(FORGETFUL, tool_fallback=True)
+    model = TokenModel(backend, tok, template, kit.HermesTestParser())
+    result = await AgentLoop(model).run(USER, tools=[kit.ECHO], executor=kit.RecordingExecutor())
+    assert result.stop_reason == StopReason.BACKEND_ERROR
+    assert result.error is not None
+    assert "rewrites earlier turns" in result.error
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool"]
+    assert result.trace is not None
+    assert result.trace.num_trainable == len(call)

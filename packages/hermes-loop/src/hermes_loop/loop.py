@@ -199,7 +199,12 @@ class AgentLoop:
                 state.stop = StopReason.CONTEXT_EXHAUSTED if truncated else StopReason.FINAL_ANSWER
                 return
             state.messages.extend(tool_messages)
-            await session.add_tool_messages(tool_messages)
+            try:
+                await session.add_tool_messages(tool_messages)
+            except Exception as exc:  # e.g. a template that cannot be bridged token-exactly
+                state.stop = StopReason.BACKEND_ERROR
+                state.error = f"cannot append tool results: {type(exc).__name__}: {exc}"
+                return
 
     async def _result(self, state: _Rollout) -> AgentResult:
         assert state.stop is not None
