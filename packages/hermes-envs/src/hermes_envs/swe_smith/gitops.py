@@ -46,15 +46,20 @@ async def git(
 
 
 @asynccontextmanager
-async def file_lock(path: Path, *, timeout: float) -> AsyncIterator[None]:
-    """Hold an exclusive lock on ``path`` (across processes) without blocking the loop."""
+async def file_lock(path: Path, *, timeout: float, poll: float = 0.05) -> AsyncIterator[None]:
+    """Hold an exclusive lock on ``path`` (across processes and tasks) without blocking the
+    loop or a worker thread: non-blocking attempts with ``poll`` second sleeps in between."""
     lock = FileLock(str(path), thread_local=False)
-    try:
-        await anyio.to_thread.run_sync(lambda: lock.acquire(timeout=timeout))
-    except LockTimeout:
-        raise SetupError(f"could not lock {path} within {timeout:g}s") from None
+    deadline = anyio.current_time() + timeout
+    while True:
+        try:
+            lock.acquire(timeout=0)
+            break
+        except LockTimeout:
+            if anyio.current_time() >= deadline:
+                raise SetupError(f"could not lock {path} within {timeout:g}s") from None
+            await anyio.sleep(poll)
     try:
         yield
     finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(lock.release)
+        lock.release()
