@@ -69,6 +69,7 @@ async def test_jsonl_rows_with_file_url_mirror(
             cache_dir=str(tmp_path / "cache"),
             install_command=PTH_INSTALL,
             prompt_mode="problem_statement+text",
+            test_chunk_size=2,
         )
     )
     item = _item(env, FIXTURES[2].instance_id)
@@ -78,6 +79,20 @@ async def test_jsonl_rows_with_file_url_mirror(
     ).run_group(item)
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0, solved.score.details
+    assert solved.score.metrics["pass_to_pass"] == 1.0
+
+
+async def test_hanging_tests_hit_the_test_timeout(
+    cache_dir: str, pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir, test_timeout=2))
+    item = _item(env, FIXTURES[2].instance_id)
+    hang = "printf 'import time\\ntime.sleep(60)\\n' >> intervals/__init__.py"
+    [hung] = await RolloutRunner(env, pool, oracle_agent(hang), toolsets).run_group(item)
+    assert hung.score is not None, hung.failure
+    assert hung.score.reward == 0.0
+    assert hung.score.metrics["tests_timed_out"] == 1.0
+    assert hung.timings["verify_s"] < 30
 
 
 async def test_edited_tests_are_restored_before_verification(
