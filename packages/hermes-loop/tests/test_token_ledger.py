@@ -170,3 +170,36 @@ def test_ledger_rejects_bridge_before_generation(kit: Any, hf_tokenizer: HFToken
     ledger.start([Message.user("x")])
     with pytest.raises(RuntimeError, match="follow a generation"):
         ledger.add_messages([Message.tool("ok", "c1")])
+
+
+class OtherEos:
+    """The test tokenizer, but with <|endoftext|> as its EOS (like many base-model configs)."""
+
+    def __init__(self, inner: HFTokenizer) -> None:
+        self.inner = inner
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.inner.encode("<|endoftext|>")[0]
+
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        return self.inner.encode(text, add_special_tokens=add_special_tokens)
+
+    def decode(self, ids: Any) -> str:
+        return self.inner.decode(ids)
+
+
+@pytest.mark.parametrize(
+    ("text", "finish", "expected_prefix"),
+    [("hello<|im_end|>", "stop", ""), ("hello", "length", "<|im_end|>")],
+)
+def test_turn_end_token_other_than_eos(
+    hf_tokenizer: HFTokenizer, text: str, finish: str, expected_prefix: str
+) -> None:
+    tok = OtherEos(hf_tokenizer)
+    ledger = TokenLedger(tok, hf_tokenizer.chat_template)
+    ledger.start([Message.user("x")])
+    ids = tok.encode(text)
+    ledger.add_generation(Generation(ids, [-1.0] * len(ids), finish))
+    bridge = ledger.add_messages([Message.tool("ok", "c1")])
+    assert tok.decode(bridge) == expected_prefix + tool_bridge(["ok"])

@@ -126,8 +126,23 @@ class TokenLedger:
         self.mask.extend([1] * len(generation.ids))
         self.logprobs.extend(generation.logprobs)
         last = generation.ids[-1] if generation.ids else None
-        self._last_stop_text = self._tok.decode([last]) if last == self._tok.eos_token_id else ""
+        self._last_stop_text = self._stop_text(last, generation.finish_reason)
         self._ends_with_generation = True
+
+    def _stop_text(self, last: int | None, finish_reason: str) -> str:
+        """Text of the sampled token that ended the turn, if it is (the start of) the template's
+        turn end: the EOS id, or any token the template's turn end starts with when the
+        generation stopped on its own (models often have several stop ids, e.g. ``<|eot_id|>``
+        besides ``<|end_of_text|>``)."""
+        if last is None:
+            return ""
+        if last == self._tok.eos_token_id:
+            return self._tok.decode([last])
+        if finish_reason == "stop":
+            text = self._tok.decode([last])
+            if text and self._bridge.turn_end.startswith(text):
+                return text
+        return ""
 
     def bridge_text(self, new_messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
         """The text to append after the last generation (minus the stop token it sampled)."""
