@@ -405,3 +405,15 @@ async def test_unbridgeable_template_ends_rollout_with_partial_result(
     assert [m.role for m in result.messages] == ["user", "assistant", "tool"]
     assert result.trace is not None
     assert result.trace.num_trainable == len(call)
+
+
+@pytest.mark.anyio
+async def test_context_exhausted_in_chat_mode_uses_reported_usage(kit: Any) -> None:
+    # the scripted server reports 10 prompt tokens per message and 5 completion tokens
+    backend = kit.ScriptedChatBackend([echo_call(f"c{i}", '{"text": "x"}') for i in range(9)])
+    loop = AgentLoop(ChatModel(backend), limits=LoopLimits(max_context_tokens=35))
+    result = await loop.run(USER, tools=[kit.ECHO], executor=kit.RecordingExecutor())
+    assert result.stop_reason == StopReason.CONTEXT_EXHAUSTED
+    # context used before each turn: 0, then 10 + 5, then 30 + 5 = the whole budget
+    assert result.turns == 2
+    assert [s.prompt_tokens for s in result.turn_stats] == [10, 30]
