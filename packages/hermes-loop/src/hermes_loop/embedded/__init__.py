@@ -27,7 +27,7 @@ from hermes_loop.embedded.runtime import (
     default_threads,
 )
 from hermes_loop.embedded.sampling import TokenSampler, log_softmax, token_logprob
-from hermes_loop.embedded.token_backend import EmbeddedTokenBackend, common_prefix
+from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
 
 __all__ = [
     "BATCH_INVARIANT_UBATCH",
@@ -41,7 +41,6 @@ __all__ = [
     "TokenSampler",
     "assistant_message",
     "build_fast_tokenizer",
-    "common_prefix",
     "default_cache_dir",
     "default_model_path",
     "default_threads",

@@ -90,6 +90,9 @@ class LlamaRuntime:
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._piece = ctypes.create_string_buffer(256)
+        self._tokens: list[int] = []
+        #: tokens evaluated since the model was loaded (a cheap progress counter)
+        self.n_decoded = 0
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -111,15 +114,37 @@ class LlamaRuntime:
 
     # -- evaluation --------------------------------------------------------------------------
 
+    @property
+    def cached(self) -> tuple[int, ...]:
+        """The ids whose keys/values are in the KV cache, at positions ``0..len - 1``."""
+        return tuple(self._tokens)
+
+    @property
+    def n_cached(self) -> int:
+        return len(self._tokens)
+
+    def common_prefix(self, ids: Sequence[int]) -> int:
+        """How many leading ``ids`` the KV cache already holds."""
+        n = 0
+        for cached, wanted in zip(self._tokens, ids, strict=False):
+            if cached != wanted:
+                break
+            n += 1
+        return n
+
     def truncate(self, keep: int) -> None:
         """Drop the KV cache from position ``keep`` on (``0`` clears it)."""
+        if keep >= len(self._tokens):
+            return
         if not llama_cpp.llama_memory_seq_rm(self._memory, 0, keep, -1):
             llama_cpp.llama_memory_clear(self._memory, True)
+            del self._tokens[:]
             if keep:
                 raise BackendError("llama.cpp could not truncate the KV cache")
+        del self._tokens[keep:]
 
-    def eval(self, ids: Sequence[int], start: int, *, all_logits: bool = False) -> FloatArray:
-        """Evaluate ``ids`` at positions ``start..`` and return logits.
+    def feed(self, ids: Sequence[int], *, all_logits: bool = False) -> FloatArray:
+        """Evaluate ``ids`` after the cached ones and return logits.
 
         Returns the last token's logits (shape ``(n_vocab,)``), or with ``all_logits`` one row
         per token (shape ``(len(ids), n_vocab)``). The array is a copy only with ``all_logits``;
@@ -127,6 +152,7 @@ class LlamaRuntime:
         """
         if not ids:
             raise ValueError("nothing to evaluate")
+        start = len(self._tokens)
         if start + len(ids) > self.n_ctx:
             raise EmbeddedContextOverflow(
                 f"{start + len(ids)} tokens do not fit the {self.n_ctx}-token context; "
@@ -135,18 +161,16 @@ class LlamaRuntime:
         rows: list[FloatArray] = []
         for offset in range(0, len(ids), self.n_batch):
             chunk = ids[offset : offset + self.n_batch]
-            last_chunk = offset + len(chunk) >= len(ids)
             self._decode(chunk, start + offset, all_logits=all_logits)
             if all_logits:
                 pointer = llama_cpp.llama_get_logits(self._ctx)
                 block = np.ctypeslib.as_array(pointer, shape=(len(chunk) * self.n_vocab,))
                 rows.append(block.reshape(len(chunk), self.n_vocab).copy())
-            elif last_chunk:
-                return self.last_logits()
-        return np.concatenate(rows)
+        return np.concatenate(rows) if all_logits else self.last_logits()
 
-    def eval_one(self, token: int, position: int) -> FloatArray:
-        """Evaluate one token (the decode step) and return a view of its logits."""
+    def feed_one(self, token: int) -> FloatArray:
+        """Evaluate one token after the cached ones (the decode step); return a logits view."""
+        position = len(self._tokens)
         if position >= self.n_ctx:
             raise EmbeddedContextOverflow(f"the {self.n_ctx}-token context is full")
         batch = self._batch
@@ -157,6 +181,8 @@ class LlamaRuntime:
         batch.seq_id[0][0] = 0
         batch.logits[0] = 1
         self._check(llama_cpp.llama_decode(self._ctx, batch))
+        self._tokens.append(token)
+        self.n_decoded += 1
         return self.last_logits()
 
     def last_logits(self) -> FloatArray:
@@ -174,8 +200,14 @@ class LlamaRuntime:
             batch.seq_id[i][0] = 0
             batch.logits[i] = 1 if all_logits or i == n - 1 else 0
         self._check(llama_cpp.llama_decode(self._ctx, batch))
+        self._tokens.extend(ids)
+        self.n_decoded += n
 
     def _check(self, status: int) -> None:
+        if status != 0:
+            # a failed decode may leave part of the batch in the cache: start from scratch
+            llama_cpp.llama_memory_clear(self._memory, True)
+            del self._tokens[:]
         if status == 1:
             raise EmbeddedContextOverflow("llama.cpp found no KV-cache slot for the batch")
         if status != 0:

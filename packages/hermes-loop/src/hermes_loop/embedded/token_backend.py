@@ -43,16 +43,6 @@ class GenerationCancelled(BackendError):
     """Raised inside an abandoned worker when its request was cancelled (never seen by callers)."""
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two id sequences."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class EmbeddedTokenBackend:
     """A :class:`hermes_protocols.TokenBackend` on an in-process llama.cpp model.
 
@@ -72,7 +62,6 @@ class EmbeddedTokenBackend:
         self._runtime = runtime
         self._queue = anyio.Lock()
         self._engine = threading.Lock()
-        self._cached: list[int] = []
         self._closed = False
         self.timeout_s = timeout_s
         #: prompt tokens reused from the KV cache / evaluated by the last request
@@ -116,7 +105,7 @@ class EmbeddedTokenBackend:
     @property
     def cached_ids(self) -> tuple[int, ...]:
         """The ids whose keys/values are in the KV cache right now."""
-        return tuple(self._cached)
+        return self._runtime.cached
 
     async def __aenter__(self) -> EmbeddedTokenBackend:
         return self
@@ -188,17 +177,14 @@ class EmbeddedTokenBackend:
     def _prefill(self, ids: list[int], cancel: threading.Event) -> FloatArray:
         """Bring the KV cache to ``ids`` reusing the longest cached prefix; return last logits."""
         runtime = self._runtime
-        reuse = min(common_prefix(self._cached, ids), len(ids) - 1)
+        reuse = min(runtime.common_prefix(ids), len(ids) - 1)
         runtime.truncate(reuse)
-        del self._cached[reuse:]
         self.last_reused, self.last_evaluated = reuse, len(ids) - reuse
         logits: FloatArray | None = None
         for offset in range(reuse, len(ids), runtime.n_batch):
             if cancel.is_set():
                 raise GenerationCancelled("cancelled during prompt evaluation")
-            chunk = ids[offset : offset + runtime.n_batch]
-            logits = runtime.eval(chunk, offset)
-            self._cached.extend(chunk)
+            logits = runtime.feed(ids[offset : offset + runtime.n_batch])
         assert logits is not None
         return logits
 
@@ -208,11 +194,7 @@ class EmbeddedTokenBackend:
         with self._engine:
             if self._closed:
                 raise BackendError("the embedded backend is closed")
-            try:
-                return self._generate_locked(ids, sampling, cancel)
-            except BaseException:
-                self._reset_cache()
-                raise
+            return self._generate_locked(ids, sampling, cancel)
 
     def _generate_locked(
         self, ids: list[int], sampling: SamplingParams, cancel: threading.Event
@@ -224,7 +206,6 @@ class EmbeddedTokenBackend:
         text = bytearray()
         out: list[int] = []
         logprobs: list[float] = []
-        position = len(ids)
         finish: FinishReason = "length"
         while True:
             token, logprob = sampler.sample(logits)
@@ -236,32 +217,26 @@ class EmbeddedTokenBackend:
             if stops and _hit_stop(text, runtime.piece(token), stops):
                 finish = "stop"
                 break
-            if len(out) >= sampling.max_tokens or position >= runtime.n_ctx:
+            if len(out) >= sampling.max_tokens or runtime.n_cached >= runtime.n_ctx:
                 break
             if cancel.is_set():
                 finish = "abort"
                 break
-            logits = runtime.eval_one(token, position)
-            self._cached.append(token)
-            position += 1
+            logits = runtime.feed_one(token)
         return Generation(ids=out, logprobs=logprobs, finish_reason=finish)
 
     def _score_sync(self, ids: list[int], start: int) -> list[float]:
         with self._engine:
             if self._closed:
                 raise BackendError("the embedded backend is closed")
-            self._reset_cache()
+            self._runtime.truncate(0)
             try:
-                rows = self._runtime.eval(ids, 0, all_logits=True)
+                rows = self._runtime.feed(ids, all_logits=True)
             finally:
-                self._reset_cache()
+                self._runtime.truncate(0)
             logprobs = log_softmax(rows[start - 1 : len(ids) - 1])
             targets = ids[start:]
             return [float(logprobs[i, t]) for i, t in enumerate(targets)]
-
-    def _reset_cache(self) -> None:
-        self._cached.clear()
-        self._runtime.truncate(0)
 
 
 def _hit_stop(text: bytearray, piece: bytes, stops: list[bytes]) -> bool:
