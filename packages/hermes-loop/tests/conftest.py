@@ -45,6 +45,38 @@ CHATML = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
+# A tool-aware ChatML template in the style of Qwen2.5 (written for these tests): tools in the
+# system prompt, tool calls as <tool_call> blocks, consecutive tool results grouped in one user
+# turn as <tool_response> blocks.
+QWEN_LIKE = (
+    "{%- if tools %}<|im_start|>system\n"
+    "{% if messages[0].role == 'system' %}{{ messages[0].content }}{% else %}You are helpful."
+    "{% endif %}{{ '\n\n# Tools\n<tools>' }}"
+    "{% for tool in tools %}{{ '\n' }}{{ tool | tojson }}{% endfor %}"
+    "{{ '\n</tools><|im_end|>\n' }}"
+    "{%- elif messages[0].role == 'system' %}"
+    "{{ '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}"
+    "{{ '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{{ '<|im_start|>assistant' }}"
+    "{%- if message.content %}{{ '\n' + message.content }}{% endif %}"
+    "{%- for tc in message.tool_calls or [] %}"
+    '{{ \'\n<tool_call>\n{"name": "\' + tc.function.name + \'", "arguments": \' }}'
+    "{{- tc.function.arguments | tojson }}{{ '}\n</tool_call>' }}"
+    "{%- endfor %}{{ '<|im_end|>\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{%- if loop.index0 == 0 or messages[loop.index0 - 1].role != 'tool' %}"
+    "{{ '<|im_start|>user' }}{% endif %}"
+    "{{ '\n<tool_response>\n' + message.content + '\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{ '<|im_end|>\n' }}"
+    "{% endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
     '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
@@ -341,6 +373,7 @@ class Kit:
     """Test helpers handed to tests through the ``kit`` fixture (tests cannot import conftest)."""
 
     CHATML = CHATML
+    QWEN_LIKE = QWEN_LIKE
     ECHO = ECHO
     call_text = staticmethod(call_text)
     build_tokenizer_dir = staticmethod(build_tokenizer_dir)

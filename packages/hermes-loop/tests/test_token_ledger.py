@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hermes_loop import AgentLoop, HFTokenizer, LoopLimits, TokenLedger, TokenModel
+from hermes_loop import (
+    AgentLoop,
+    HFTokenizer,
+    JinjaChatTemplate,
+    LoopLimits,
+    TokenLedger,
+    TokenModel,
+)
 from hermes_protocols import Generation, Message, StopReason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -40,9 +47,15 @@ def tiled(pattern: list[float], n: int) -> list[float]:
     return [pattern[i % len(pattern)] for i in range(n)]
 
 
-def make_loop(kit: Any, tok: HFTokenizer, generations: list[Generation], **limits: Any) -> Any:
+def make_loop(
+    kit: Any,
+    tok: HFTokenizer,
+    generations: list[Generation],
+    template: Any = None,
+    **limits: Any,
+) -> Any:
     backend = kit.ScriptedTokenBackend(generations)
-    model = TokenModel(backend, tok, tok.chat_template, kit.HermesTestParser())
+    model = TokenModel(backend, tok, template or tok.chat_template, kit.HermesTestParser())
     return AgentLoop(model, limits=LoopLimits(**limits)), backend
 
 
@@ -106,10 +119,18 @@ async def test_trace_is_prompt_plus_generations_plus_bridges(
     answer=safe_text,
     results=st.lists(safe_text, min_size=6, max_size=6),
 )
+@pytest.mark.parametrize("template_name", ["chatml-hermes-fallback", "qwen-like"])
 async def test_drift_is_zero_for_canonical_tokens_and_prefix_preserving_template(
-    kit: Any, hf_tokenizer: HFTokenizer, turns: list[Any], answer: str, results: list[str]
+    kit: Any,
+    hf_tokenizer: HFTokenizer,
+    template_name: str,
+    turns: list[Any],
+    answer: str,
+    results: list[str],
 ) -> None:
     tok = hf_tokenizer
+    source = kit.CHATML if template_name == "chatml-hermes-fallback" else kit.QWEN_LIKE
+    template = JinjaChatTemplate(source)
     generations = []
     for content, texts in turns:
         parts = ([content] if content else []) + [kit.call_text("echo", {"text": t}) for t in texts]
@@ -118,7 +139,7 @@ async def test_drift_is_zero_for_canonical_tokens_and_prefix_preserving_template
     answer_ids = [*tok.encode(answer or "done"), tok.eos_token_id]
     generations.append(Generation(answer_ids, [-0.2] * len(answer_ids), "stop"))
     pool = iter(results * 2)
-    loop, _ = make_loop(kit, tok, generations)
+    loop, _ = make_loop(kit, tok, generations, template)
     result = await loop.run(
         [Message.system("Be brief."), Message.user("go")],
         tools=[kit.ECHO],
