@@ -110,13 +110,17 @@ class FakeNomad:
         argv = [task["Config"]["command"]] + [
             self._interpolate(a, nomad_env) for a in task["Config"].get("args", [])
         ]
-        process = await anyio.open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, **nomad_env, **task.get("Env", {})},
-        )
+        log_dir = self.root / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"{alloc_id[:8]}.stderr"
+        with open(log, "wb") as stderr:  # noqa: ASYNC230 - like `nomad alloc logs -stderr`
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env={**os.environ, **nomad_env, **task.get("Env", {})},
+            )
         self.processes[alloc_id] = process
         alloc["ClientStatus"] = "running"
         state["State"] = "running"
@@ -131,9 +135,14 @@ class FakeNomad:
             alloc["ClientStatus"] = "failed"
             for state in alloc["TaskStates"].values():
                 state.update(State="dead", Failed=True)
-                state["Events"].append(
-                    {"Type": "Terminated", "DisplayMessage": f"Exit Code: {code}"}
+                log = self.root / "logs" / f"{alloc_id[:8]}.stderr"
+                tail = (
+                    log.read_text(errors="replace").strip().splitlines()[-1:]
+                    if log.exists()
+                    else []
                 )
+                message = f"Exit Code: {code}" + (f", Exit Message: {tail[0]}" if tail else "")
+                state["Events"].append({"Type": "Terminated", "DisplayMessage": message})
 
     async def _stop_alloc(self, alloc_id: str) -> None:
         alloc = self.allocs[alloc_id]

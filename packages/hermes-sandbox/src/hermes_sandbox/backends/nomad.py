@@ -279,15 +279,16 @@ class NomadBackend:
                 await self._scale(job_id, state.count)
             state.claimed.add(index)
         try:
-            url = await self._wait_for_allocation(job_id, index)
-            host = await self._connect(spec, job_id, index, url)
+            alloc_id, url = await self._wait_for_allocation(job_id, index)
+            host = await self._connect(spec, job_id, index, alloc_id, url)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._give_back(job_id, index)
             raise
         return host
 
-    async def _wait_for_allocation(self, job_id: str, index: int) -> str:
+    async def _wait_for_allocation(self, job_id: str, index: int) -> tuple[str, str]:
+        """(allocation id, server URL) once allocation ``index`` runs; fails fast if it fails."""
         name = f"{job_id}.{GROUP}[{index}]"
         try:
             with anyio.fail_after(self.config.start_timeout_s):
@@ -310,7 +311,7 @@ class NomadBackend:
                             url = alloc_address(alloc or {})
                             if url is None:
                                 raise NomadError(f"allocation {name} has no '{PORT_LABEL}' port")
-                            return url
+                            return str(stub["ID"]), url
                     await anyio.sleep(self.config.poll_interval_s)
         except TimeoutError as exc:
             raise SandboxTimeout(
@@ -318,7 +319,9 @@ class NomadBackend:
                 "check the cluster's capacity and `nomad job status`"
             ) from exc
 
-    async def _connect(self, spec: HostSpec, job_id: str, index: int, url: str) -> Host:
+    async def _connect(
+        self, spec: HostSpec, job_id: str, index: int, alloc_id: str, url: str
+    ) -> Host:
         async def on_close() -> None:
             await self._give_back(job_id, index)
 
@@ -338,6 +341,13 @@ class NomadBackend:
                         last = exc
                         if "unreachable" not in str(exc):
                             raise
+                    alloc = await self._call("GET", f"/allocation/{alloc_id}") or {}
+                    failure = alloc_failure(alloc)
+                    if failure is not None or alloc.get("DesiredStatus", "run") != "run":
+                        raise NomadError(
+                            f"sandbox server of allocation {alloc_id} stopped before answering: "
+                            f"{failure or alloc.get('DesiredStatus')}"
+                        )
                     await anyio.sleep(self.config.poll_interval_s)
         except TimeoutError as exc:
             raise SandboxTimeout(f"sandbox server at {url} never answered: {last}") from exc
