@@ -183,3 +183,35 @@ def test_hf_source_loads_through_datasets(tmp_path: Path) -> None:
     missing = SweSmithOracleEnv(SweSmithConfig(source="hf", hf_dataset=str(tmp_path / "none")))
     with pytest.raises(DatasetError):
         missing.load_rows()
+
+
+async def test_mirror_and_cache_are_safe_across_processes(tmp_path: Path) -> None:
+    """Two processes building the same mirror and cache at once both succeed (file locks)."""
+    import sys
+
+    script = (
+        "import sys, anyio\n"
+        "from pathlib import Path\n"
+        "from hermes_envs.swe_smith import FIXTURES, RepoCache, build_fixture_mirror\n"
+        "async def main():\n"
+        "    root = Path(sys.argv[1])\n"
+        "    url = await build_fixture_mirror(root / 'mirror')\n"
+        "    cache = RepoCache(root / 'repos', url, git_timeout=60, lock_timeout=60)\n"
+        "    for f in FIXTURES:\n"
+        "        assert len(await cache.checkout_tar(f.repo, f.instance_id)) > 0\n"
+        "anyio.run(main)\n"
+    )
+    results: list[int] = []
+
+    async def one() -> None:
+        done = await anyio.run_process([sys.executable, "-c", script, str(tmp_path)], check=False)
+        results.append(done.returncode)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+    assert results == [0, 0]
+    bare = sorted(p.name for p in (tmp_path / "repos").glob("*.git"))
+    assert bare == sorted({f.repo.replace("/", "__") + ".git" for f in FIXTURES})
