@@ -148,9 +148,10 @@ def test_bare_json_without_tags_is_content_for_hermes_and_a_call_for_llama3_json
 
 
 def test_streaming_events_for_a_call() -> None:
-    stream = get_parser("hermes").stream()
+    stream = get_parser("hermes", stream_batch=1).stream()
     events = []
-    for ch in WIRE["hermes"]:
+    assert stream.feed(WIRE["hermes"][:5]) == []
+    for ch in WIRE["hermes"][5:]:
         events += stream.feed(ch)
     events += stream.finish()[0]
     kinds = [type(e) for e in events]
@@ -282,3 +283,11 @@ def test_reasoning_open_prompt() -> None:
     assert parser.render(content="The answer.", reasoning="thinking...") == (
         "thinking...</think>The answer."
     )
+
+
+def test_streaming_emits_content_before_the_end() -> None:
+    stream = get_parser("hermes", stream_batch=1).stream()
+    assert stream.feed("Hello wor") != []
+    batched = get_parser("hermes", stream_batch=16).stream()
+    assert batched.feed("Hello wor") == []
+    assert batched.feed("ld, and more!") != []

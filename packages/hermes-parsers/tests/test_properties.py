@@ -246,7 +246,8 @@ def test_round_trips_and_chunk_invariance(
         if text is None or data.draw(st.booleans()):
             text = data.draw(DRAWS[name].soup)
         want = parser.parse(text, tools=tools)
-        assert stream_turn(parser.stream(tools=tools), _splits(data.draw, text)) == want
+        eager = get_parser(name, stream_batch=data.draw(st.sampled_from([1, 1, 3])))
+        assert stream_turn(eager.stream(tools=tools), _splits(data.draw, text)) == want
 
     prop()
 
@@ -299,6 +300,8 @@ def test_never_raises_and_schema_types(
             for call in parsed.tool_calls:
                 assert isinstance(call.arguments, dict)
             assert stream_turn(parser.stream(), [candidate]) == parsed
+            chars = get_parser(name, stream_batch=1).stream()
+            assert stream_turn(chars, list(candidate)) == parsed
         # Truncation never invents or reorders calls: all but the last call parsed from the
         # truncated text are the leading calls of the whole text.
         truncated = parser.parse(text[:cut]).tool_calls

@@ -38,21 +38,29 @@ def decode_object(text: str, pos: int) -> tuple[dict[str, Any], dict[str, tuple[
     """Decode the object at ``pos``: its value, each key's value span, and its end offset."""
     if not text.startswith("{", pos):
         raise JsonSpanError("expected a JSON object", pos)
+    obj: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
-    value, end = decode_value(text, pos)
-    if not isinstance(value, dict):
-        raise JsonSpanError("expected a JSON object", pos)
-    # Second, cheap pass over the top level only, to find each value's exact text.
     i = skip_ws(text, pos + 1)
-    while text[i] != "}":
-        key, i = _DECODER.raw_decode(text, i)
-        i = skip_ws(text, skip_ws(text, i) + 1)
-        _, value_end = _DECODER.raw_decode(text, i)
-        spans[key] = (i, value_end)
-        i = skip_ws(text, value_end)
-        if text[i] == ",":
+    if text.startswith("}", i):
+        return obj, spans, i + 1
+    while True:
+        if not text.startswith('"', i):
+            raise JsonSpanError("invalid JSON: expected a string key", i)
+        key, i = decode_value(text, i)
+        i = skip_ws(text, i)
+        if not text.startswith(":", i):
+            raise JsonSpanError("invalid JSON: expected ':' after a key", i)
+        i = skip_ws(text, i + 1)
+        value, end = decode_value(text, i)
+        obj[key] = value
+        spans[key] = (i, end)
+        i = skip_ws(text, end)
+        if text.startswith(",", i):
             i = skip_ws(text, i + 1)
-    return value, spans, end
+        elif text.startswith("}", i):
+            return obj, spans, i + 1
+        else:
+            raise JsonSpanError("invalid JSON: expected ',' or '}'", i)
 
 
 def decode_whole_object(text: str) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]:

@@ -8,7 +8,6 @@ the whole text at once, so the result cannot depend on how the text was split.
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 from hermes_protocols.parsing import (
@@ -39,8 +38,6 @@ AFTER_REASONING: Final = 2
 SECTION: Final = 3
 CALL: Final = 4
 
-_IN_STRING = re.compile(r'["\\]')
-
 
 class CompiledSpec:
     """Regexes and prefix sets derived once per spec (held by the parser, shared by streams)."""
@@ -52,7 +49,6 @@ class CompiledSpec:
         self.section_prefixes = prefixes(spec.section_markers)
         terms = spec.body_terminators
         self.body_re = alternation(terms)
-        self.body_json_re = re.compile('"|' + self.body_re.pattern)
         self.body_prefixes = prefixes(terms)
         close = spec.reasoning[1] if spec.reasoning else ""
         self.close_prefixes = prefixes((close,)) if close else frozenset()
@@ -63,9 +59,18 @@ class DelimitedStream:
     """Feed chunks, get events; ``finish`` returns the parsed turn."""
 
     def __init__(
-        self, spec: FormatSpec, compiled: CompiledSpec, schemas: Schemas, *, reasoning_open: bool
+        self,
+        spec: FormatSpec,
+        compiled: CompiledSpec,
+        schemas: Schemas,
+        *,
+        reasoning_open: bool,
+        batch: int = 1,
     ) -> None:
         self._spec = spec
+        self._batch = batch
+        self._queued: list[str] = []
+        self._queued_chars = 0
         self._c = compiled
         self._schemas = schemas
         self._pending = ""
@@ -82,6 +87,7 @@ class DelimitedStream:
         self._body: list[str] = []
         self._call_at = 0
         self._in_string = False
+        self._escaped = False
         self._calls: list[ParsedToolCall] = []
         self._errors: list[ToolParseError] = []
         self._index = 0
@@ -93,13 +99,20 @@ class DelimitedStream:
     def feed(self, chunk: str) -> list[ParseEvent]:
         if self._done:
             raise RuntimeError("feed() after finish(): start a new stream")
-        self._pending += chunk
+        self._queued.append(chunk)
+        self._queued_chars += len(chunk)
+        if self._queued_chars < self._batch:
+            return []
+        self._pending += "".join(self._queued)
+        self._queued, self._queued_chars = [], 0
         self._run(final=False)
         return self._take_events()
 
     def finish(self) -> tuple[list[ParseEvent], ParsedTurn]:
         if not self._done:
             self._done = True
+            self._pending += "".join(self._queued)
+            self._queued = []
             self._run(final=True)
             self._at_end()
         content = "".join(self._content)
@@ -275,42 +288,54 @@ class DelimitedStream:
         self._call_at = at
         self._body = []
         self._in_string = False
+        self._escaped = False
 
     def _on_call(self, text: str, i: int, final: bool) -> tuple[int, bool]:
         c, spec = self._c, self._spec
-        start = i
+        start = pos = i
         n = len(text)
         while True:
-            if self._in_string:
-                m = _IN_STRING.search(text, i)
-                if m is None:
-                    self._body.append(text[start:n])
-                    return n, True
-                k = m.start()
-                if text[k] == '"':
-                    self._in_string = False
-                    i = k + 1
-                    continue
-                if k + 1 >= n and not final:
-                    self._body.append(text[start:k])
-                    return k, True
-                i = k + 2
-                continue
-            m = (c.body_json_re if spec.json_aware else c.body_re).search(text, i)
+            m = c.body_re.search(text, pos)
             if m is None:
-                keep = 0 if final else partial_tail(text, i, c.body_prefixes, c.longest)
+                keep = 0 if final else partial_tail(text, pos, c.body_prefixes, c.longest)
+                if spec.json_aware:
+                    self._track_quotes(text, pos, n - keep)
                 self._body.append(text[start : n - keep])
                 return n - keep, True
-            if m.group() == '"':
-                self._in_string = True
-                i = m.end()
-                continue
-            self._body.append(text[start : m.start()])
+            j = m.start()
+            if spec.json_aware:
+                self._track_quotes(text, pos, j)
+                if self._in_string or self._escaped:
+                    # The marker is inside a JSON string (or escaped): it is body text.
+                    self._track_quotes(text, j, j + 1)
+                    pos = j + 1
+                    continue
+            self._body.append(text[start:j])
             if spec.call_end is not None:
                 self._close_call(self._offset + m.end())
                 return m.end(), False
-            self._close_call(self._offset + m.start())
-            return m.start(), False
+            self._close_call(self._offset + j)
+            return j, False
+
+    def _track_quotes(self, text: str, a: int, b: int) -> None:
+        """Advance the JSON string state over ``text[a:b]`` (a backslash escapes the next
+        character; each segment is examined once, in C string methods)."""
+        if a >= b:
+            return
+        seg = text[a:b]
+        if self._escaped:
+            seg = seg[1:]
+            self._escaped = False
+        if "\\" in seg:
+            seg = seg.replace("\\\\", "")
+            if seg.endswith("\\"):
+                self._escaped = True
+                seg = seg[:-1]
+            quotes = seg.count('"') - seg.count('\\"')
+        else:
+            quotes = seg.count('"')
+        if quotes % 2:
+            self._in_string = not self._in_string
 
     def _close_call(self, end: int) -> None:
         body = "".join(self._body)

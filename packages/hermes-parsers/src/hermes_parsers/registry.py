@@ -57,16 +57,20 @@ def list_parsers() -> list[str]:
     return sorted([*_DELIMITED, *_WHOLE, *ALIASES])
 
 
-def get_parser(name: str, *, reasoning_open: bool = False) -> ToolCallParser:
+def get_parser(
+    name: str, *, reasoning_open: bool = False, stream_batch: int = 256
+) -> ToolCallParser:
     """The parser registered under ``name`` (an alias resolves to its format).
 
     ``reasoning_open=True``: the prompt already opened the reasoning block (a template that
     ends the prompt with ``<think>``), so the output starts inside reasoning.
+    ``stream_batch``: streams examine queued text once this many characters arrived (1 gives
+    events after every chunk; whole-output formats wait for the end of text regardless).
     """
     target = ALIASES.get(name, name)
     spec = _DELIMITED.get(target)
     if spec is not None:
-        return DelimitedParser(spec, reasoning_open=reasoning_open)
+        return DelimitedParser(spec, reasoning_open=reasoning_open, stream_batch=stream_batch)
     factory = _WHOLE.get(target)
     if factory is None:
         valid = ", ".join(list_parsers())

@@ -3,7 +3,9 @@ and LongCat Flash (the same JSON inside ``<longcat_tool_call>`` tags)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hermes_protocols.parsing import ParsedToolCall
 
@@ -11,9 +13,36 @@ from hermes_parsers._json_spans import JsonSpanError, decode_whole_object
 from hermes_parsers._spec import BodyError, Decoded, FormatSpec, Schemas
 from hermes_parsers.formats._common import arguments_text, check_name, dumps
 
+_DECODER = json.JSONDecoder()
+# The C scanner behind ``raw_decode``, called directly: (text, index) -> (value, end).
+_SCAN: Callable[[str, int], tuple[Any, int]] = getattr(_DECODER, "scan_once")  # noqa: B009
+_NAME_KEY = '{"name": '
+_ARGS_KEY = ', "arguments": '
+
+
+def _template_layout(body: str) -> ParsedToolCall | None:
+    """Fast path for the exact layout chat templates write; None when the body differs."""
+    s = body.strip(" \t\n\r")
+    if not s.startswith(_NAME_KEY) or not s.endswith("}"):
+        return None
+    try:
+        name, end = _SCAN(s, len(_NAME_KEY))
+        if not s.startswith(_ARGS_KEY, end):
+            return None
+        start = end + len(_ARGS_KEY)
+        arguments, end = _SCAN(s, start)
+    except (StopIteration, ValueError):
+        return None
+    if end != len(s) - 1 or not isinstance(name, str) or not name or type(arguments) is not dict:
+        return None
+    return ParsedToolCall(name=name, arguments=arguments, raw_arguments=s[start:end])
+
 
 def decode_json_call(body: str, index: int, schemas: Schemas) -> list[Decoded]:
     """``{"name": ..., "arguments": {...}}`` (``parameters`` accepted for ``arguments``)."""
+    fast = _template_layout(body)
+    if fast is not None:
+        return [fast]
     try:
         obj, spans = decode_whole_object(body)
     except JsonSpanError as exc:
