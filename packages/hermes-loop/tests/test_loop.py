@@ -417,3 +417,16 @@ async def test_context_exhausted_in_chat_mode_uses_reported_usage(kit: Any) -> N
     # context used before each turn: 0, then 10 + 5, then 30 + 5 = the whole budget
     assert result.turns == 2
     assert [s.prompt_tokens for s in result.turn_stats] == [10, 30]
+
+
+@pytest.mark.anyio
+async def test_generation_timeout_ends_rollout_with_backend_error(kit: Any) -> None:
+    backend = kit.ScriptedChatBackend([echo_call("c1", '{"text": "x"}')] * 3, block=2)
+    loop = AgentLoop(ChatModel(backend), limits=LoopLimits(generation_timeout_s=0.2))
+    started = time.perf_counter()
+    result = await loop.run(USER, tools=[kit.ECHO], executor=kit.RecordingExecutor())
+    assert time.perf_counter() - started < 2
+    assert result.stop_reason == StopReason.BACKEND_ERROR
+    assert result.error is not None
+    assert "generation_timeout_s" in result.error
+    assert result.turns == 1

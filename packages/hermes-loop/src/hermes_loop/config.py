@@ -26,7 +26,9 @@ class LoopLimits:
     (the rollout stops with ``context_exhausted``, history is never truncated). Each generation
     asks for ``min(max_tokens_per_turn, max_context_tokens - context used)`` tokens.
     ``rollout_timeout_s`` is the wall-clock budget of the whole rollout, ``tool_timeout_s`` the
-    budget of each tool call.
+    budget of each tool call and ``generation_timeout_s`` the budget of each generation (on top
+    of the backend's own per-request timeout and retries); an overrun generation ends the
+    rollout with ``backend_error``.
     """
 
     max_turns: int = attrs.field(default=20, validator=_positive)
@@ -34,6 +36,7 @@ class LoopLimits:
     max_context_tokens: int | None = attrs.field(default=None, validator=_positive_or_none)
     rollout_timeout_s: float | None = attrs.field(default=None, validator=_positive_or_none)
     tool_timeout_s: float | None = attrs.field(default=120.0, validator=_positive_or_none)
+    generation_timeout_s: float | None = attrs.field(default=None, validator=_positive_or_none)
 
 
 @attrs.frozen(slots=True)

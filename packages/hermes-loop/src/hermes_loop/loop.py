@@ -129,6 +129,11 @@ class AgentLoop:
             return
         state.session = session
         emit = self._emit if self.observers else None
+        gen_timeout = limits.generation_timeout_s
+
+        def generation_deadline() -> float:
+            return math.inf if gen_timeout is None else anyio.current_time() + gen_timeout
+
         while True:
             if state.turns >= limits.max_turns:
                 state.stop = StopReason.MAX_TURNS
@@ -146,9 +151,17 @@ class AgentLoop:
                 emit(TurnStarted(turn, used))
             started = time.perf_counter()
             try:
-                out = await session.generate(turn, max_tokens)
+                with anyio.CancelScope(deadline=generation_deadline()) as gen_scope:
+                    out = await session.generate(turn, max_tokens)
             except Exception as exc:
                 state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
+                return
+            if gen_scope.cancelled_caught:
+                state.stop = StopReason.BACKEND_ERROR
+                state.error = (
+                    f"generation of turn {turn} exceeded generation_timeout_s="
+                    f"{limits.generation_timeout_s}"
+                )
                 return
             generated = time.perf_counter()
             state.turns = turn
