@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import Any, Protocol
 
 from hermes_protocols import Item, ScoredRollout
 
@@ -33,4 +33,4 @@ class Components(Protocol):
 class Wiring(Protocol):
     """Builds (and on exit tears down) the components for a config."""
 
-    def __call__(self, config: RunConfig) -> AbstractAsyncContextManager[Components]: ...
+    def __call__(self, config: RunConfig, /) -> AbstractAsyncContextManager[Components, Any]: ...
