@@ -23,7 +23,7 @@ from hermes_loop.hf_tokenizer import HFTokenizer
 from hermes_loop.http_client import HTTPBackend, JSONPoster, RetryPolicy
 from hermes_loop.ledger import TemplateBridge, TokenLedger, compare_ids
 from hermes_loop.llama_server_backend import LlamaServerBackend
-from hermes_loop.loop import AgentLoop, run
+from hermes_loop.loop import AgentLoop, GenerationTimeout, run
 from hermes_loop.models import ChatModel, TokenModel, TurnOutput
 from hermes_loop.openai_chat import OpenAIChatBackend, parse_chat_response
 from hermes_loop.sglang_backend import SGLangBackend
@@ -35,6 +35,7 @@ __all__ = [
     "ChatModel",
     "ChatTemplateError",
     "GenerationFinished",
+    "GenerationTimeout",
     "HFTokenizer",
     "HTTPBackend",
     "JSONPoster",

@@ -10,6 +10,7 @@ import anyio
 import attrs
 from hermes_protocols import (
     AgentResult,
+    BackendTimeout,
     Message,
     SamplingParams,
     StopReason,
@@ -28,7 +29,7 @@ from hermes_loop.config import (
     ToolCallFinished,
     TurnStarted,
 )
-from hermes_loop.models import ChatModel, Session, TokenModel
+from hermes_loop.models import ChatModel, Session, TokenModel, TurnOutput
 from hermes_loop.tool_calls import ToolHandler, run_calls
 
 
@@ -131,9 +132,6 @@ class AgentLoop:
         emit = self._emit if self.observers else None
         gen_timeout = limits.generation_timeout_s
 
-        def generation_deadline() -> float:
-            return math.inf if gen_timeout is None else anyio.current_time() + gen_timeout
-
         while True:
             if state.turns >= limits.max_turns:
                 state.stop = StopReason.MAX_TURNS
@@ -151,17 +149,12 @@ class AgentLoop:
                 emit(TurnStarted(turn, used))
             started = time.perf_counter()
             try:
-                with anyio.CancelScope(deadline=generation_deadline()) as gen_scope:
+                if gen_timeout is None:
                     out = await session.generate(turn, max_tokens)
+                else:
+                    out = await _generate_within(session, turn, max_tokens, gen_timeout)
             except Exception as exc:
                 state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
-                return
-            if gen_scope.cancelled_caught:
-                state.stop = StopReason.BACKEND_ERROR
-                state.error = (
-                    f"generation of turn {turn} exceeded generation_timeout_s="
-                    f"{limits.generation_timeout_s}"
-                )
                 return
             generated = time.perf_counter()
             state.turns = turn
@@ -244,6 +237,22 @@ class AgentLoop:
     def _emit(self, event: LoopEvent) -> None:
         for observer in self.observers:
             observer(event)
+
+
+class GenerationTimeout(BackendTimeout):
+    """A generation did not finish within ``LoopLimits.generation_timeout_s``."""
+
+
+async def _generate_within(
+    session: Session, turn: int, max_tokens: int, timeout: float
+) -> TurnOutput:
+    with anyio.move_on_after(timeout) as scope:
+        return await session.generate(turn, max_tokens)
+    assert scope.cancelled_caught
+    raise GenerationTimeout(
+        f"generation of turn {turn} exceeded generation_timeout_s={timeout}; raise it or "
+        "lower max_tokens_per_turn"
+    )
 
 
 async def run(
