@@ -106,13 +106,32 @@ def prepare(
     return parsed.command, env, inference, notices
 
 
-async def _run(command: str, env_obj: Any) -> None:
+async def _command(command: str, env_obj: Any) -> None:
     if command == "serve":
         await env_obj.env_manager()
     elif command == "process":
         await env_obj.process_manager()
     else:
         await env_obj._run_evaluate()
+
+
+async def _run(command: str, env_obj: Any) -> int | None:
+    """Run the command; SIGINT/SIGTERM cancel it so that the pool and the model are released
+    inside the event loop. Returns the signal number if one stopped the run."""
+    stopped: list[int] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    stopped.append(int(signum))
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch_signals)
+        await _command(command, env_obj)
+        tg.cancel_scope.cancel()
+    return stopped[0] if stopped else None
 
 
 def run(argv: Sequence[str], wiring: Wiring) -> int:
@@ -134,14 +153,22 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
         f"wandb={'on' if env.use_wandb else 'off'}",
         file=sys.stderr,
     )
-    anyio.run(_run, command, env_obj)
+    stopped_by = anyio.run(_run, command, env_obj)
+    if stopped_by is not None:
+        print(
+            f"atropos_env: stopped by signal {stopped_by}; sandboxes and model released",
+            file=sys.stderr,
+        )
+        return 128 + stopped_by
     if command == "process":
         print(f"wrote {env.data_path_to_save_groups}", file=sys.stderr)
     return 0
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+def _drop_status_polling(record: logging.LogRecord) -> bool:
+    """atroposlib logs its 10 Hz status poll at INFO; keep everything else."""
+    message = str(record.msg)
+    return not message.startswith(("env_manager: Status dict", "max_num_workers:"))
 
 
 def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int:
@@ -150,17 +177,13 @@ def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int
         print(USAGE)
         return 0 if args else 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("atroposlib.envs.base").addFilter(_drop_status_polling)
     if wiring is None:
         from hermes_atropos_env.wiring import HermesWiring
 
         wiring = HermesWiring()
-    # SIGTERM unwinds like Ctrl-C, so the pool and the model are released on the way out
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run(args, wiring)
-    except KeyboardInterrupt:
-        print("atropos_env: interrupted; sandboxes and model released", file=sys.stderr)
-        return 130
     except ConfigError as exc:
         print(f"atropos_env: {exc}", file=sys.stderr)
         return 2

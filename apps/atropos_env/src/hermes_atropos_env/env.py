@@ -7,11 +7,13 @@ evaluation) and closed when the loop ends, fails or is cancelled.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup  # type: ignore[import-untyped]
 from hermes_protocols import ConfigError, Item
 from hermes_protocols.convert import messages_to_openai
@@ -91,7 +93,18 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
             try:
                 await run()
             finally:
+                with anyio.CancelScope(shield=True):
+                    await self._stop_workers()
                 self._source = None
+
+    async def _stop_workers(self) -> None:
+        """Cancel atroposlib's rollout tasks (plain asyncio tasks) and wait for them, so no
+        rollout outlives the pool and model it uses."""
+        tasks = [t for t in [*self.workers, *self.eval_workers, self.eval_runner] if t]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=60)
 
     async def env_manager(self) -> None:
         await self._with_source(super().env_manager)
@@ -159,7 +172,15 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         for rollout, reason in outcome.excluded:
             detail = rollout.failure.message if rollout.failure else ""
             logger.warning("rollout %s excluded (%s) %s", rollout.id, reason, detail)
-        if outcome.group is None:
+        if outcome.group is not None:
+            logger.info(
+                "item %s: group of %d, scores %s, %d tokens",
+                item.id,
+                len(outcome.usable),
+                outcome.group["scores"],
+                sum(len(t) for t in outcome.group["tokens"]),
+            )
+        else:
             logger.warning(
                 "item %s: %d/%d usable rollouts, group not sent",
                 item.id,
