@@ -10,6 +10,7 @@ from hermes_batch_runner.jsonl_log import (
     JsonlLog,
     RunLock,
     encode_record,
+    iter_records,
     read_records,
     recover_log,
 )
@@ -95,3 +96,10 @@ def test_run_lock_is_exclusive(tmp_path: Path) -> None:
     first.__exit__(None, None, None)
     with RunLock(tmp_path):
         pass
+
+
+def test_iter_records_streams_complete_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(encode_record({"id": "a"}) + encode_record({"id": "b"}) + b'{"id": "c"')
+    assert [r["id"] for r in iter_records(path)] == ["a", "b"]
+    assert list(iter_records(tmp_path / "missing.jsonl")) == []

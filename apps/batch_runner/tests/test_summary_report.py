@@ -58,3 +58,17 @@ def test_report_escapes_model_output(make_rollout: MakeRollout) -> None:
     assert "think &lt;b&gt;hard&lt;/b&gt;" in page
     assert "ls | wc -l" in page
     assert "<title>t&lt;</title>" in page
+
+
+def test_report_of_a_sample_says_how_many_are_not_shown(make_rollout: MakeRollout) -> None:
+    records = [
+        rollout_record(make_rollout(f"i{k}"), record_id=f"r{k}", model="m") for k in range(3)
+    ]
+    summary = build_summary(
+        expected=3, kept=records, failed=[], filtered=[], session=SessionStats(1.0, 3, 6)
+    )
+    page = render_report(title="t", summary=summary, groups=[("kept", records)], limit=2)
+    assert page.count("<details>") == 2
+    assert "1 more rollouts not shown" in page
+    sampled = render_report(title="t", summary=summary, groups=[("kept", records[:1])], total=50)
+    assert "49 more rollouts not shown" in sampled

@@ -33,11 +33,18 @@ from hermes_batch_runner.errors import (
     ResumeMismatch,
 )
 from hermes_batch_runner.filters import WriteFilters
-from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, read_records, recover_log
+from hermes_batch_runner.jsonl_log import (
+    JsonlLog,
+    Recovery,
+    RunLock,
+    iter_records,
+    read_records,
+    recover_log,
+)
 from hermes_batch_runner.records import rollout_id, rollout_record
 from hermes_batch_runner.report import render_report
 from hermes_batch_runner.run_dir import RunPaths, default_run_dir, prepare_run_dir
-from hermes_batch_runner.summary import SessionStats, build_summary
+from hermes_batch_runner.summary import SessionStats, SummaryBuilder, build_summary
 
 __all__ = [
     "RUNTIME_KEYS",
@@ -60,6 +67,7 @@ __all__ = [
     "RunPaths",
     "RunResult",
     "SessionStats",
+    "SummaryBuilder",
     "Wiring",
     "WriteFilters",
     "build_parser",
@@ -69,6 +77,7 @@ __all__ = [
     "default_run_dir",
     "differing_keys",
     "execute",
+    "iter_records",
     "load_config_file",
     "load_dataset",
     "main",

@@ -34,10 +34,10 @@ from hermes_batch_runner.engine import (
 )
 from hermes_batch_runner.errors import CorruptLogError
 from hermes_batch_runner.filters import WriteFilters
-from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, read_records, recover_log
+from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, iter_records, recover_log
 from hermes_batch_runner.report import render_report
 from hermes_batch_runner.run_dir import RunPaths, file_sha256, write_json_atomic
-from hermes_batch_runner.summary import SessionStats, build_summary
+from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
@@ -94,21 +94,33 @@ async def _watch_signals(stop: anyio.Event, cancel: anyio.Event, console: Consol
                 cancel.set()
 
 
+REPORT_LIMIT = 1000
+
+
 def write_outputs(
     paths: RunPaths, *, expected: int, session: SessionStats, title: str
 ) -> JSONObject:
-    """Recompute ``summary.json`` and ``report.html`` from the three logs."""
-    kept = read_records(paths.trajectories)
-    failed = read_records(paths.failed)
-    filtered = read_records(paths.filtered)
-    summary = build_summary(
-        expected=expected, kept=kept, failed=failed, filtered=filtered, session=session
-    )
+    """Recompute ``summary.json`` and ``report.html`` from the three logs in one streamed pass
+    (the report shows the first :data:`REPORT_LIMIT` rollouts)."""
+    builder = SummaryBuilder()
+    sample: dict[str, list[JSONObject]] = {"kept": [], "failed": [], "filtered": []}
+    shown = 0
+    for status, path in zip(sample, paths.logs, strict=True):
+        for record in iter_records(path):
+            builder.add(status, record)
+            if shown < REPORT_LIMIT:
+                sample[status].append(record)
+                shown += 1
+    summary = builder.result(expected=expected, session=session)
     write_json_atomic(paths.summary, summary)
+    counts = summary["counts"]
+    assert isinstance(counts, dict)
     page = render_report(
         title=title,
         summary=summary,
-        groups=[("kept", kept), ("failed", failed), ("filtered", filtered)],
+        groups=list(sample.items()),
+        limit=REPORT_LIMIT,
+        total=int(counts["finished"]),
     )
     tmp = paths.report.with_name(".report.html.tmp")
     tmp.write_text(page, encoding="utf-8")
@@ -162,6 +174,7 @@ async def run_batch(
             generated_tokens=outcome.generated_tokens,
             interrupted=outcome.interrupted,
             cancelled_in_flight=outcome.cancelled_in_flight,
+            active_s=outcome.elapsed_s,
         )
         summary = await anyio.to_thread.run_sync(
             lambda: write_outputs(

@@ -96,6 +96,7 @@ class Outcome:
     generated_tokens: int = 0
     interrupted: bool = False
     cancelled_in_flight: int = 0
+    elapsed_s: float = 0.0
 
 
 async def execute(
@@ -136,6 +137,7 @@ async def execute(
             await cancel.wait()
         workers.cancel()
 
+    started = anyio.current_time()
     async with anyio.create_task_group() as outer:
         outer.start_soon(watch)
         with workers:
@@ -148,4 +150,5 @@ async def execute(
                             break
                         tg.start_soon(one, planned)
         outer.cancel_scope.cancel()
+    outcome.elapsed_s = anyio.current_time() - started
     return outcome

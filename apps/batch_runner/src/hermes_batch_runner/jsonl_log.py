@@ -11,7 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -152,18 +152,22 @@ class RunLock:
             self._fd = None
 
 
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete record of a log, one at a time (a torn last line is skipped)."""
+    if not path.exists():
+        return
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n") or not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Every complete record of a log (a torn last line is ignored)."""
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    for raw in path.read_bytes().split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
+    return list(iter_records(path))

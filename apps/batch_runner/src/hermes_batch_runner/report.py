@@ -87,8 +87,10 @@ def render_report(
     summary: Mapping[str, Any],
     groups: Iterable[tuple[str, Sequence[Mapping[str, Any]]]],
     limit: int = 1000,
+    total: int | None = None,
 ) -> str:
-    """The full HTML page: the summary table then up to ``limit`` rollouts."""
+    """The full HTML page: the summary table then up to ``limit`` rollouts of ``groups``
+    (``total`` says how many rollouts the run has when ``groups`` is only a sample)."""
     counts = summary.get("counts", {})
     reward = summary.get("reward", {})
     rows = [
@@ -103,12 +105,13 @@ def render_report(
     ]
     table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     shown: list[str] = []
-    total = 0
+    seen = 0
     for status, records in groups:
         for record in records:
-            total += 1
+            seen += 1
             if len(shown) < limit:
                 shown.append(_rollout_html(record, status))
+    total = max(total, seen) if total is not None else seen
     more = f"<p>{total - len(shown)} more rollouts not shown.</p>" if total > len(shown) else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'

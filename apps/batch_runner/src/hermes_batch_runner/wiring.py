@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from hermes_envs import RolloutRunner, RunnerConfig, ToolsetSelection
 from hermes_loop import AgentLoop, LoopLimits
@@ -120,9 +121,9 @@ class RunnerComponents:
         )
 
 
-def pool_name(config: RunConfig, run_key: str) -> str:
+def pool_name(run_key: str) -> str:
     """A pool name unique to the run directory (so a resumed run sweeps its own orphans)."""
-    digest = hashlib.sha256(run_key.encode()).hexdigest()[:10]
+    digest = hashlib.sha256(str(Path(run_key).resolve()).encode()).hexdigest()[:10]
     return f"batch-{digest}"
 
 
@@ -134,7 +135,7 @@ async def real_components(
     environment, items = build_environment(config)
     toolsets = build_toolsets(config)
     backend = build_backend(config, credentials)
-    pool_cfg = pool_config(config, pool_name(config, config.output or "default"))
+    pool_cfg = pool_config(config, pool_name(config.output or "default"))
     async with open_model(config, credentials) as parts, SandboxPool(backend, pool_cfg) as pool:
         components = RunnerComponents(config, environment, items, pool, parts, toolsets)
         components.check_toolsets()
