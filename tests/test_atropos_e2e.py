@@ -156,9 +156,7 @@ async def test_serve_streams_exact_tokens_to_a_trainer(tmp_path: Path) -> None:
                 assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
                 # SIGTERM cancels the run inside the event loop: pool and model are released
                 os.killpg(proc.pid, signal.SIGTERM)
-                with anyio.fail_after(120):
-                    while proc.poll() is None:
-                        await anyio.sleep(0.5)
+                await anyio.to_thread.run_sync(lambda: proc.wait(timeout=120))
                 log = (tmp_path / "serve.log").read_text()
                 assert proc.returncode == 128 + signal.SIGTERM, log[-3000:]
                 assert "sandboxes and model released" in log
