@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_protocols import FileTransfer, SandboxError, SandboxTimeout, WorkspaceEscape
-from hermes_sandbox import BwrapBackend, BwrapConfig, HostSpec
+from hermes_sandbox import BwrapBackend, BwrapConfig, HostSpec, LocalBackend, LocalConfig
 from hermes_sandbox.backends.remote import (
     RemoteBackend,
     RemoteConfig,
@@ -144,3 +144,23 @@ def test_config_is_validated() -> None:
         RemoteConfig(urls=[], token=TOKEN)
     with pytest.raises(ValueError, match="http"):
         RemoteConfig(urls=["localhost:8000"], token=TOKEN)
+
+
+async def test_workspace_is_what_commands_see(sandbox_root: Path) -> None:
+    # A local-backend server: workspaces are host paths, and the remote slot reports them.
+    data = sandbox_root / "local-srv"
+    backend = LocalBackend(LocalConfig(root_dir=str(data / "hosts")))
+    config = ServerConfig(slots=2, data_dir=str(data), token=TOKEN)
+    try:
+        async with running_server(config, backend) as url:
+            host = await RemoteBackend(RemoteConfig(urls=[url], token=TOKEN)).start_host(_spec())
+            try:
+                for i in range(2):
+                    slot = host.slot(i)
+                    pwd = await slot.exec("pwd", timeout=10)
+                    assert pwd.stdout.strip() == slot.workspace
+                assert host.slot(0).workspace != host.slot(1).workspace
+            finally:
+                await host.close()
+    finally:
+        await anyio.to_thread.run_sync(_rmtree, data)

@@ -193,6 +193,14 @@ class ServerClient:
         await self._check(response, f"archive of slot {index}")
         return str(response.json()["name"])
 
+    async def slots(self) -> list[dict[str, Any]]:
+        """``[{"index", "slot_id", "workspace"}]`` of every slot of the server."""
+        async with self._errors("list slots"):
+            response = await self._http.get("/slots")
+        await self._check(response, "list slots")
+        items: list[dict[str, Any]] = response.json()["slots"]
+        return items
+
     async def list_artifacts(self) -> list[dict[str, Any]]:
         async with self._errors("list artifacts"):
             response = await self._http.get("/artifacts")
@@ -270,12 +278,13 @@ class RemoteHost:
         client: ServerClient,
         slots: int,
         *,
-        workspace: str = "/workspace",
+        workspaces: Sequence[str] | None = None,
         on_close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._host_id = host_id
         self.client = client
-        self._slots = [RemoteSlot(host_id, client, i, workspace) for i in range(slots)]
+        spaces = list(workspaces) if workspaces is not None else ["/workspace"] * slots
+        self._slots = [RemoteSlot(host_id, client, i, spaces[i]) for i in range(slots)]
         self._on_close = on_close
         self._closed = False
 
@@ -298,12 +307,12 @@ class RemoteHost:
                     f"sandbox server {url} has {info.get('slots')} slots, the pool wants "
                     f"{spec.slots} per host; lower slots_per_host or start it with more --slots"
                 )
-            # Authenticated no-op: a wrong token fails here, not at the first exec.
-            await client.list_artifacts()
+            # Authenticated: a wrong token fails here, not at the first exec.
+            workspaces = [str(s["workspace"]) for s in await client.slots()]
         except BaseException:
             await client.aclose()
             raise
-        return cls(spec.host_id, client, spec.slots, on_close=on_close)
+        return cls(spec.host_id, client, spec.slots, workspaces=workspaces, on_close=on_close)
 
     @property
     def host_id(self) -> str:

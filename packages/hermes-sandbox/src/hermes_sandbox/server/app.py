@@ -3,6 +3,7 @@
 Routes (under ``/v1``; every route but ``/health`` needs ``Authorization: Bearer <token>``)::
 
     GET    /health                     liveness, slot count
+    GET    /slots                      {"slots": [{"index", "slot_id", "workspace"}]}
     POST   /slots/{i}/exec             JSON exec request -> ExecResult JSON
     POST   /exec_batch                 {"requests": [{"slot": i, ...exec}]} -> {"results": [...]}
     GET    /slots/{i}/file?path=P      file bytes, streamed
@@ -153,6 +154,19 @@ class _Server:
             status_code=200 if ok else 503,
         )
 
+    async def list_slots(self, _request: Request) -> Response:
+        assert self.host is not None
+        host = self.host
+        slots = [host.slot(i) for i in range(self.config.slots)]
+        return JSONResponse(
+            {
+                "slots": [
+                    {"index": i, "slot_id": slot.slot_id, "workspace": slot.workspace}
+                    for i, slot in enumerate(slots)
+                ]
+            }
+        )
+
     async def exec(self, request: Request) -> Response:
         _, slot = self._slot(request)
         kwargs = wire.parse_exec_request(await request.json())
@@ -293,6 +307,7 @@ def create_app(config: ServerConfig, backend: HostBackend) -> Starlette:
     p = wire.API_PREFIX
     routes = [
         Route(f"{p}/health", server.health, methods=["GET"]),
+        Route(f"{p}/slots", g(server.list_slots), methods=["GET"]),
         Route(f"{p}/slots/{{index:int}}/exec", g(server.exec), methods=["POST"]),
         Route(f"{p}/exec_batch", g(server.exec_batch), methods=["POST"]),
         Route(f"{p}/slots/{{index:int}}/file", g(server.read_file), methods=["GET"]),
