@@ -114,3 +114,25 @@ def test_large_vocabulary_nucleus_matches_a_full_sort() -> None:
 def test_impossible_parameters_are_config_errors(params: SamplingParams) -> None:
     with pytest.raises(ConfigError):
         TokenSampler(params)
+
+
+@given(
+    st.lists(st.text(max_size=4), max_size=12),
+    st.lists(st.text(min_size=1, max_size=3), min_size=1, max_size=3),
+)
+def test_stop_strings_fire_on_the_piece_that_completes_them(
+    pieces: list[str], stops: list[str]
+) -> None:
+    from hermes_loop.embedded.token_backend import _hit_stop
+
+    text = bytearray()
+    encoded = [s.encode("utf-8") for s in stops]
+    fired = next(
+        (i for i, piece in enumerate(pieces) if _hit_stop(text, piece.encode("utf-8"), encoded)),
+        None,
+    )
+    first = next(
+        (i for i in range(len(pieces)) if any(s in "".join(pieces[: i + 1]) for s in stops)),
+        None,
+    )
+    assert fired == first
