@@ -291,3 +291,22 @@ def test_streaming_emits_content_before_the_end() -> None:
     batched = get_parser("hermes", stream_batch=16).stream()
     assert batched.feed("Hello wor") == []
     assert batched.feed("ld, and more!") != []
+
+
+DEEP = "[" * 50_000
+
+
+@pytest.mark.parametrize("name", list_parsers())
+def test_pathological_nesting_is_an_error_not_an_exception(name: str) -> None:
+    parser = get_parser(name)
+    for text in [
+        f'<tool_call>{{"name": "f", "arguments": {{"a": {DEEP}}}}}</tool_call>',
+        f'[TOOL_CALLS]f[ARGS]{{"a": {DEEP}',
+        f'{{"name": "f", "parameters": {{"a": {DEEP}',
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+        f'<|tool_call_argument_begin|>{{"a": {DEEP}<|tool_call_end|>',
+        f"<tool_call>\n<function=f>\n<parameter=a>\n{DEEP}\n</parameter>\n</function>\n</tool_call>",
+        f"[f(a={DEEP})]",
+    ]:
+        turn = parser.parse(text)
+        assert turn.tool_calls == () or all(c.arguments is not None for c in turn.tool_calls)

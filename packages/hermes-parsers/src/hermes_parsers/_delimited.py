@@ -9,7 +9,7 @@ from hermes_protocols.parsing import ParsedToolCall, ParsedTurn, ToolParseError
 
 from hermes_parsers._schemas import schemas_from_tools
 from hermes_parsers._spec import BodyError, FormatSpec, Schemas
-from hermes_parsers._stream import CompiledSpec, DelimitedStream
+from hermes_parsers._stream import CompiledSpec, DelimitedStream, decode_safely
 from hermes_parsers.errors import RenderError
 
 
@@ -104,7 +104,7 @@ class DelimitedParser:
                 return None
             body = text[body_at:close]
             close += len(end)
-            items = spec.decode(body, len(calls) + len(errors), schemas)
+            items = decode_safely(spec, body, len(calls) + len(errors), schemas)
             # A body that decoded as one JSON value ends outside any string: its closing
             # marker is real. Otherwise check, as the state machine does.
             decoded = bool(items) and all(isinstance(i, ParsedToolCall) for i in items)

@@ -32,6 +32,8 @@ def decode_value(text: str, pos: int) -> tuple[Any, int]:
         return _DECODER.raw_decode(text, pos)
     except json.JSONDecodeError as exc:
         raise JsonSpanError(f"invalid JSON: {exc.msg}", exc.pos) from None
+    except RecursionError:
+        raise JsonSpanError("JSON nested too deeply to decode", pos) from None
 
 
 def decode_object(text: str, pos: int) -> tuple[dict[str, Any], dict[str, tuple[int, int]], int]:
@@ -69,10 +71,7 @@ def decode_whole_object(text: str) -> tuple[dict[str, Any], dict[str, tuple[int,
     if start == len(text):
         raise JsonSpanError("empty: expected a JSON object", start)
     if text[start] != "{":
-        try:
-            _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError as exc:
-            raise JsonSpanError(f"invalid JSON: {exc.msg}", exc.pos) from None
+        decode_value(text, start)
         raise JsonSpanError("arguments are JSON but not an object", start, "not_an_object")
     obj, spans, end = decode_object(text, start)
     tail = skip_ws(text, end)

@@ -25,6 +25,7 @@ from hermes_protocols.parsing import (
 
 from hermes_parsers._spec import (
     BodyError,
+    Decoded,
     FormatSpec,
     Schemas,
     alternation,
@@ -37,6 +38,14 @@ REASONING: Final = 1
 AFTER_REASONING: Final = 2
 SECTION: Final = 3
 CALL: Final = 4
+
+
+def decode_safely(spec: FormatSpec, body: str, index: int, schemas: Schemas) -> list[Decoded]:
+    """``spec.decode``, with pathological nesting reported instead of raised."""
+    try:
+        return spec.decode(body, index, schemas)
+    except RecursionError:
+        return [BodyError("malformed_call", "tool call nested too deeply to decode")]
 
 
 class CompiledSpec:
@@ -348,7 +357,7 @@ class DelimitedStream:
             self._after_call = True
 
     def _finish_call(self, body: str, start: int, end: int) -> None:
-        items = self._spec.decode(body, self._index, self._schemas)
+        items = decode_safely(self._spec, body, self._index, self._schemas)
         if not items:
             items = [BodyError("malformed_call", "empty tool call")]
         for item in items:

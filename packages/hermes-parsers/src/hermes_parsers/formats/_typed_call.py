@@ -32,7 +32,7 @@ def typed_call(
                 arguments[key] = json.loads(text)
             else:
                 arguments[key] = typed_value(text, parameter_type(schemas, name, key))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             kind = parameter_type(schemas, name, key) or "JSON"
             return BodyError(
                 "invalid_json",

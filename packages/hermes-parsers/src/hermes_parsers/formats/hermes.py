@@ -31,7 +31,7 @@ def _template_layout(body: str) -> ParsedToolCall | None:
             return None
         start = end + len(_ARGS_KEY)
         arguments, end = _SCAN(s, start)
-    except (StopIteration, ValueError):
+    except (StopIteration, ValueError, RecursionError):
         return None
     if end != len(s) - 1 or not isinstance(name, str) or not name or type(arguments) is not dict:
         return None
