@@ -164,3 +164,18 @@ async def test_workspace_is_what_commands_see(sandbox_root: Path) -> None:
                 await host.close()
     finally:
         await anyio.to_thread.run_sync(_rmtree, data)
+
+
+async def test_requests_do_not_wait_for_delayed_acks(server_url: str) -> None:
+    # Without TCP_NODELAY on the server socket every answer waits ~40 ms (Nagle + delayed ACK).
+    host = await RemoteBackend(RemoteConfig(urls=[server_url], token=TOKEN)).start_host(_spec())
+    try:
+        assert isinstance(host, RemoteHost)
+        times = []
+        for _ in range(10):
+            started = anyio.current_time()
+            await host.client.slots()
+            times.append(anyio.current_time() - started)
+        assert min(times) < 0.03, times
+    finally:
+        await host.close()
