@@ -277,7 +277,7 @@ class FakeNomad:
     @contextlib.asynccontextmanager
     async def serve(self) -> AsyncIterator[str]:
         """Run the API on a free loopback port; on exit stop every allocation."""
-        sock = socket.socket()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # NODELAY
         sock.bind(("127.0.0.1", 0))
         server = uvicorn.Server(uvicorn.Config(self.app(), log_level="warning", lifespan="off"))
         try:
