@@ -72,10 +72,11 @@ def test_a_small_real_run_writes_every_documented_output(tmp_path: Path) -> None
     run = json.loads((out / "run.json").read_text())
     assert run["config"]["sandbox"] == "bwrap"
     assert run["config"]["server_type"] == "embedded"
+    assert run["expected"] == 1
     report = (out / "report.html").read_text()
     assert record["id"] in report
 
     again = _run("--output", str(out), "--resume", "--no-progress", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
-    assert "1 rollouts already done, 0 to go" in again.stderr
+    assert "all 1 rollouts already done" in again.stderr
     assert (out / "trajectories.jsonl").read_text().splitlines() == lines

@@ -61,10 +61,11 @@ def test_resume_runs_only_the_missing_rollouts_and_repairs_a_torn_line(
     assert _all_ids(out) == [f"fake/item{k}/0" for k in range(4)]
     for line in trajectories.read_text().splitlines():
         json.loads(line)
-    # a second resume has nothing left to do
-    again = fake_components(4)
-    assert main(["--output", str(out), "--resume", "--no-progress"], wiring=fake_wiring(again)) == 0
-    assert again.calls == []
+    # a second resume has nothing left to do: the components are not even built
+    again = fake_wiring(fake_components(4))
+    assert main(["--output", str(out), "--resume", "--no-progress"], wiring=again) == 0
+    assert again.entered == 0
+    assert json.loads((out / "summary.json").read_text())["complete"] is True
 
 
 def test_resume_with_other_options_is_refused_naming_them(
@@ -136,6 +137,6 @@ def test_default_output_goes_under_runs(
     assert main(["--no-progress"], wiring=fake_wiring(fake_components(2))) == 0
     (run,) = (tmp_path / "runs").iterdir()
     assert len(_ids(run / "trajectories.jsonl")) == 2
-    again = fake_components(2)
-    assert main(["--resume", "--no-progress"], wiring=fake_wiring(again)) == 0
-    assert again.calls == []
+    again = fake_wiring(fake_components(2))
+    assert main(["--resume", "--no-progress"], wiring=again) == 0
+    assert again.entered == 0

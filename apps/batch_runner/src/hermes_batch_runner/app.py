@@ -36,7 +36,7 @@ from hermes_batch_runner.errors import CorruptLogError
 from hermes_batch_runner.filters import WriteFilters
 from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, iter_records, recover_log
 from hermes_batch_runner.report import render_report
-from hermes_batch_runner.run_dir import RunPaths, file_sha256, write_json_atomic
+from hermes_batch_runner.run_dir import RunPaths, file_sha256, read_json, write_json_atomic
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
 EXIT_OK = 0
@@ -148,12 +148,27 @@ async def run_batch(
                     f"[yellow]repaired {path.name}: removed a torn last line "
                     f"({recovery.dropped_bytes} bytes)[/]"
                 )
+        recorded = read_json(paths.run) if resume else {}
+        if resume and len(done) >= int(recorded.get("expected", -1)) >= 0:
+            # complete already: no need to load a model or start sandboxes
+            console.print(f"resuming {paths.root}: all {len(done)} rollouts already done")
+            session = SessionStats(wall_s=time.perf_counter() - started, rollouts=0,
+                                   generated_tokens=0, active_s=0.0)  # fmt: skip
+            title = f"{config.source} · {recorded.get('model', '')}"
+            summary = await anyio.to_thread.run_sync(
+                lambda: write_outputs(
+                    paths, expected=int(recorded["expected"]), session=session, title=title
+                )
+            )
+            return RunResult(EXIT_OK, paths, summary, False)
         async with wiring(config) as components:
             plan, expected = plan_rollouts(
                 components.env_name, components.items, config.group_size, done
             )
             if not resume:
-                write_json_atomic(paths.run, run_record(config, argv))
+                record = run_record(config, argv)
+                record.update(expected=expected, model=components.model)
+                write_json_atomic(paths.run, record)
             if resume:
                 console.print(
                     f"resuming {paths.root}: {len(done)} rollouts already done, {len(plan)} to go"

@@ -13,7 +13,6 @@ from hermes_loop import AgentLoop, LoopLimits
 from hermes_protocols import Environment, Item, SamplingParams, ScoredRollout, SlotPool, Toolset
 from hermes_sandbox import SlotPool as SandboxPool
 
-from hermes_batch_runner.components import Components
 from hermes_batch_runner.config import RunConfig
 from hermes_batch_runner.credentials import Credentials
 from hermes_batch_runner.environments import build_environment
@@ -74,6 +73,11 @@ class RunnerComponents:
     def model(self) -> str:
         return self._parts.name
 
+    @property
+    def model_parts(self) -> ModelParts:
+        """The loop's model (e.g. to reach the embedded backend in a benchmark)."""
+        return self._parts
+
     def _agent(self, seed: int) -> AgentLoop:
         config = self._config
         return AgentLoop(
@@ -130,7 +134,7 @@ def pool_name(run_key: str) -> str:
 @asynccontextmanager
 async def real_components(
     config: RunConfig, *, credentials: Credentials
-) -> AsyncIterator[Components]:
+) -> AsyncIterator[RunnerComponents]:
     """Build everything a run needs; the pool and the model are released on exit."""
     environment, items = build_environment(config)
     toolsets = build_toolsets(config)
