@@ -33,7 +33,9 @@ _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 def stable_id(index: int, name: str, raw: str) -> str:
     """A 9-character alphanumeric id derived from the call (deterministic, not random)."""
-    digest = int.from_bytes(hashlib.sha256(f"{index}\0{name}\0{raw}".encode()).digest()[:8])
+    digest = int.from_bytes(
+        hashlib.sha256(f"{index}\0{name}\0{raw}".encode("utf-8", "surrogatepass")).digest()[:8]
+    )
     chars = []
     for _ in range(9):
         digest, r = divmod(digest, 62)
