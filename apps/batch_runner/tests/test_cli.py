@@ -140,3 +140,16 @@ def test_default_output_goes_under_runs(
     again = fake_wiring(fake_components(2))
     assert main(["--resume", "--no-progress"], wiring=again) == 0
     assert again.entered == 0
+
+
+def test_a_config_file_gives_options_and_the_command_line_wins(
+    tmp_path: Path, fake_components: Factory, fake_wiring: Factory
+) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text("num-items: 3\ngroup_size: 2\nmax_turns: 7\n")
+    out = tmp_path / "run"
+    argv = ["--config", str(config), "--group-size", "1", "--output", str(out), "--no-progress"]
+    assert main(argv, wiring=fake_wiring(fake_components(3))) == 0
+    recorded = json.loads((out / "run.json").read_text())["config"]
+    assert (recorded["num_items"], recorded["group_size"], recorded["max_turns"]) == (3, 1, 7)
+    assert len(_ids(out / "trajectories.jsonl")) + len(_ids(out / "failed.jsonl")) == 3

@@ -183,6 +183,10 @@ def _default_wiring(credentials: Credentials) -> Wiring:
     return functools.partial(real_components, credentials=credentials)
 
 
+def _fmt(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else "n/a"
+
+
 def print_summary(console: Console, result: RunResult) -> None:
     counts = result.summary["counts"]
     reward = result.summary["reward"]
@@ -194,8 +198,8 @@ def print_summary(console: Console, result: RunResult) -> None:
     console.print(
         f"[bold]{counts['finished']}/{counts['expected']} rollouts[/] "
         f"(kept {counts['kept']}, failed {counts['failed']}, filtered {counts['filtered']}) · "
-        f"mean reward {'n/a' if mean is None else f'{mean:.3f}'} · "
-        f"pass rate {reward.get('pass_rate')} · "
+        f"mean reward {_fmt(mean)} · "
+        f"pass rate {_fmt(reward.get('pass_rate'))} · "
         f"{session['rollouts']} this session in {session['wall_s']:.1f}s"
     )
     if counts["failed_by_reason"]:
