@@ -1,4 +1,9 @@
-"""hermes-atropos-env: run hermes-envs environments as Atropos (atroposlib 0.4.0) environments."""
+"""hermes-atropos-env: run hermes-envs environments as Atropos (atroposlib 0.4.0) environments.
+
+The real wiring (model, sandboxes, environments) lives in ``hermes_atropos_env.wiring``
+(``HermesWiring``, ``open_hermes_source``) and is imported by the CLI on demand, so importing
+this package (or running ``python -m hermes_atropos_env.trainer``) loads no model code.
+"""
 
 from hermes_atropos_env.config import (
     HermesAtroposEnvConfig,
@@ -6,6 +11,7 @@ from hermes_atropos_env.config import (
     atropos_server_configs,
 )
 from hermes_atropos_env.display import format_rollout
+from hermes_atropos_env.env import HermesAtroposEnv
 from hermes_atropos_env.groups import (
     Exclusion,
     GroupOutcome,
@@ -14,13 +20,17 @@ from hermes_atropos_env.groups import (
     truncate_trace,
 )
 from hermes_atropos_env.metrics import RolloutMetrics
+from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
+from hermes_atropos_env.trainer import batch_problems, pull_batch, register_trainer, run_trainer
 from hermes_atropos_env.validation import KnownNames, config_problems, validate_config
 
 __all__ = [
+    "ChatTemplateRetokenizer",
     "Exclusion",
     "GroupOutcome",
     "GroupPolicy",
+    "HermesAtroposEnv",
     "HermesAtroposEnvConfig",
     "InferenceConfig",
     "KnownNames",
@@ -28,9 +38,13 @@ __all__ = [
     "RolloutSource",
     "RolloutSourceFactory",
     "atropos_server_configs",
+    "batch_problems",
     "build_group",
     "config_problems",
     "format_rollout",
+    "pull_batch",
+    "register_trainer",
+    "run_trainer",
     "truncate_trace",
     "validate_config",
 ]
