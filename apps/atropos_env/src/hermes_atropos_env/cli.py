@@ -44,6 +44,17 @@ See docs/atropos.md for every option.
 """
 
 
+def options_help() -> str:
+    """Every ``--env.*`` and ``--openai.*`` option with its default and description."""
+    lines: list[str] = []
+    for namespace, model in (("env", HermesAtroposEnvConfig), ("openai", InferenceConfig)):
+        lines.append(f"\n--{namespace}.* options:")
+        for name, field in model.model_fields.items():
+            default = "" if field.is_required() else f" (default: {field.default!r})"
+            lines.append(f"  --{namespace}.{name}{default}\n      {field.description or ''}")
+    return "\n".join(lines)
+
+
 class Wiring(Protocol):
     """What the CLI needs from the wired hermes-rl packages."""
 
@@ -174,7 +185,7 @@ def _drop_status_polling(record: logging.LogRecord) -> bool:
 def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help") or "--help" in args or "-h" in args:
-        print(USAGE)
+        print(USAGE + options_help())
         return 0 if args else 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("atroposlib.envs.base").addFilter(_drop_status_polling)
