@@ -8,14 +8,17 @@ import attrs
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 SANDBOX_TOKEN_VARIABLE = "HERMES_SANDBOX_TOKEN"
+NOMAD_TOKEN_VARIABLE = "NOMAD_TOKEN"
 
 
 @attrs.frozen(slots=True)
 class Credentials:
-    """The model server's API key and the remote sandbox servers' bearer token."""
+    """The model server's API key, the remote sandbox servers' bearer token and the Nomad ACL
+    token (``$NOMAD_TOKEN``)."""
 
     api_key: str | None = attrs.field(default=None, repr=False)
     sandbox_token: str | None = attrs.field(default=None, repr=False)
+    nomad_token: str | None = attrs.field(default=None, repr=False)
 
     @classmethod
     def from_args(
@@ -24,4 +27,5 @@ class Credentials:
         return cls(
             api_key=api_key or environ.get(API_KEY_VARIABLE) or None,
             sandbox_token=sandbox_token or environ.get(SANDBOX_TOKEN_VARIABLE) or None,
+            nomad_token=environ.get(NOMAD_TOKEN_VARIABLE) or None,
         )

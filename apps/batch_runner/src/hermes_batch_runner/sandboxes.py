@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 from hermes_protocols import ConfigError, Toolset
 from hermes_sandbox import BwrapBackend, BwrapConfig, HostBackend, LocalBackend, PoolConfig
 from hermes_sandbox.tools import NamedToolset, TerminalTool, file_toolset
@@ -45,22 +43,29 @@ def build_backend(config: RunConfig, credentials: Credentials) -> HostBackend:
             token=credentials.sandbox_token,
         )
         return RemoteBackend(remote)
-    return _optional_backend(config)
+    if name == "docker":
+        from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
 
+        return DockerBackend(
+            DockerConfig(
+                image=config.sandbox_image or "python:3.12-slim",
+                allow_network=config.sandbox_allow_network,
+            )
+        )
+    from hermes_sandbox.backends.nomad import NomadBackend, NomadConfig
 
-def _optional_backend(config: RunConfig) -> HostBackend:
-    """docker / nomad: wired when this build of hermes-sandbox ships them."""
-    module_name = f"hermes_sandbox.backends.{config.sandbox}"
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError:
+    if not config.sandbox_image:
         raise ConfigError(
-            f"--sandbox {config.sandbox} is not available in this build of hermes-sandbox; "
-            "use bwrap, local, modal or remote"
-        ) from None
-    raise ConfigError(
-        f"--sandbox {config.sandbox} ({module.__name__}) is not wired into the batch runner yet; "
-        "use bwrap, local, modal or remote"
+            "--sandbox nomad needs --sandbox-image (an image with hermes-sandbox and bubblewrap)"
+        )
+    assert config.nomad_address is not None  # RunConfig checks it
+    return NomadBackend(
+        NomadConfig(
+            address=config.nomad_address,
+            token=credentials.nomad_token,
+            image=config.sandbox_image,
+            allow_network=config.sandbox_allow_network,
+        )
     )
 
 
