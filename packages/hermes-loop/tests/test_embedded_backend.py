@@ -11,6 +11,7 @@ import json
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ from hermes_loop import JinjaChatTemplate, LoopLimits, TokenModel, run
 from hermes_loop.embedded import (
     EmbeddedChatBackend,
     EmbeddedContextOverflow,
+    EmbeddedModel,
     EmbeddedTokenBackend,
     GGUFTokenizer,
     LlamaRuntime,
@@ -333,10 +335,14 @@ async def test_bad_requests_fail_before_touching_the_model(
 
 
 @pytest.mark.anyio
-async def test_open_fills_a_small_context_then_closes(embedded_tokenizer: GGUFTokenizer) -> None:
-    async with await EmbeddedTokenBackend.open(n_ctx=256, n_threads=1) as backend:
+async def test_embedded_model_opens_fills_a_small_context_and_closes(tmp_path: Path) -> None:
+    async with await EmbeddedModel.open(n_ctx=256, n_threads=1) as model:
+        backend = model.backend
         assert backend.n_ctx == 256
-        prompt = embedded_tokenizer.encode("one two three four five six seven eight " * 30)
+        assert isinstance(model.chat_backend(HermesFormatParser()), ChatBackend)
+        directory = await model.hf_tokenizer_dir(tmp_path)
+        assert (directory / "tokenizer.json").is_file()
+        prompt = model.tokenizer.encode("one two three four five six seven eight " * 30)
         prompt = prompt[: backend.n_ctx - 6]
         generation = await backend.generate(prompt, sampling=SamplingParams(max_tokens=50))
         assert generation.finish_reason == "length"
