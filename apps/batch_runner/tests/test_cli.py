@@ -153,3 +153,18 @@ def test_a_config_file_gives_options_and_the_command_line_wins(
     recorded = json.loads((out / "run.json").read_text())["config"]
     assert (recorded["num_items"], recorded["group_size"], recorded["max_turns"]) == (3, 1, 7)
     assert len(_ids(out / "trajectories.jsonl")) + len(_ids(out / "failed.jsonl")) == 3
+
+
+def test_skipped_dataset_lines_are_reported_by_line_number(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fake_components: Factory,
+    fake_wiring: Factory,
+) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "ok"}\n{"prompt": 3}\nnot json\n')
+    argv = ["--dataset", str(data), "--skip-bad-lines", "--output", str(tmp_path / "run")]
+    assert main([*argv, "--no-progress"], wiring=fake_wiring(fake_components(1))) == 0
+    err = capsys.readouterr().err
+    assert "skipping invalid dataset line 2: 'prompt' must be a non-empty string" in err
+    assert "skipping invalid dataset line 3: not valid JSON" in err

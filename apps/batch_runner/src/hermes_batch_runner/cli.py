@@ -144,7 +144,18 @@ def latest_run(base: Path) -> Path:
     return runs[-1]
 
 
-def resolve(args: dict[str, Any]) -> tuple[RunConfig, RunPaths, bool, Credentials]:
+@attrs.frozen(slots=True)
+class Resolved:
+    """What the command line resolved to; ``skipped`` lists dataset lines skipped as invalid."""
+
+    config: RunConfig
+    paths: RunPaths
+    resume: bool
+    credentials: Credentials
+    skipped: tuple[str, ...] = ()
+
+
+def resolve(args: dict[str, Any]) -> Resolved:
     """Turn parsed arguments into the config, the prepared run directory and credentials."""
     credentials = Credentials.from_args(
         args.pop("api_key", None), args.pop("sandbox_token", None), os.environ
@@ -171,10 +182,12 @@ def resolve(args: dict[str, Any]) -> tuple[RunConfig, RunPaths, bool, Credential
         config = config_from_options(explicit)
         root = Path(config.output) if config.output else default_run_dir(RUNS_DIR)
         config = attrs.evolve(config, output=str(root))
+    skipped: tuple[str, ...] = ()
     if config.dataset:
-        load_dataset(config.dataset, skip_bad_lines=config.on_bad_line == "skip")
+        loaded = load_dataset(config.dataset, skip_bad_lines=config.on_bad_line == "skip")
+        skipped = tuple(f"line {b.lineno}: {b.reason}" for b in loaded.bad_lines)
     paths = prepare_run_dir(root, resume=resume)
-    return config, paths, resume, credentials
+    return Resolved(config, paths, resume, credentials, skipped)
 
 
 def _default_wiring(credentials: Credentials) -> Wiring:
@@ -215,14 +228,17 @@ def main(argv: Sequence[str] | None = None, *, wiring: Wiring | None = None) -> 
     console = Console(stderr=True, soft_wrap=True)
     try:
         args = vars(build_parser().parse_args(arguments))
-        config, paths, resume, credentials = resolve(args)
+        resolved = resolve(args)
     except ConfigError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return EXIT_CONFIG
     except (HermesError, OSError) as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return EXIT_FAILED
-    chosen = wiring or _default_wiring(credentials)
+    config, paths, resume = resolved.config, resolved.paths, resolved.resume
+    for line in resolved.skipped:
+        console.print(f"[yellow]skipping invalid dataset {line}[/]", highlight=False)
+    chosen = wiring or _default_wiring(resolved.credentials)
     console.print(f"batch run: {config.source} -> {paths.root}", highlight=False)
     try:
         result = anyio.run(
