@@ -430,3 +430,49 @@ async def test_generation_timeout_ends_rollout_with_backend_error(kit: Any) -> N
     assert result.error is not None
     assert "generation_timeout_s" in result.error
     assert result.turns == 1
+
+
+@pytest.mark.anyio
+async def test_failing_observer_is_logged_and_never_loses_the_rollout(
+    kit: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[LoopEvent] = []
+
+    def broken(event: LoopEvent) -> None:
+        raise RuntimeError(f"observer bug on {type(event).__name__}")
+
+    def script() -> Any:
+        return kit.ScriptedChatBackend(
+            [echo_call("c1", '{"text": "x"}'), Message.assistant("done")]
+        )
+
+    baseline = await run(
+        ChatModel(script()), USER, tools=[kit.ECHO], executor=kit.RecordingExecutor()
+    )
+    executor = kit.RecordingExecutor()
+    with caplog.at_level("ERROR", logger="hermes_loop.loop"):
+        result = await run(
+            ChatModel(script()),
+            USER,
+            tools=[kit.ECHO],
+            executor=executor,
+            observers=[broken, seen.append],
+        )
+    assert result.stop_reason == StopReason.FINAL_ANSWER
+    assert result.messages == baseline.messages
+    assert result.turns == baseline.turns == 2
+    assert result.error is None
+    assert executor.calls == [("echo", {"text": "x"})]
+    # the observer after the broken one still got every event, RolloutFinished included
+    assert [type(e) for e in seen] == [
+        TurnStarted,
+        GenerationFinished,
+        ToolCallFinished,
+        TurnStarted,
+        GenerationFinished,
+        RolloutFinished,
+    ]
+    failures = [r for r in caplog.records if r.name == "hermes_loop.loop"]
+    assert len(failures) == len(seen)
+    assert all(r.exc_info is not None for r in failures)
+    assert "RolloutFinished" in failures[-1].getMessage()

@@ -73,6 +73,9 @@ LoopEvent: TypeAlias = TurnStarted | GenerationFinished | ToolCallFinished | Rol
 
 
 class Observer(Protocol):
-    """Receives loop events (progress, logging). Called inline: keep it fast, never block."""
+    """Receives loop events (progress, logging). Called inline: keep it fast, never block.
+
+    An exception it raises is logged (``hermes_loop.loop``) and never ends the rollout.
+    """
 
     def __call__(self, event: LoopEvent) -> None: ...

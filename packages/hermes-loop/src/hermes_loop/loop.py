@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -31,6 +32,8 @@ from hermes_loop.config import (
 )
 from hermes_loop.models import ChatModel, Session, TokenModel, TurnOutput
 from hermes_loop.tool_calls import ToolHandler, run_calls
+
+_log = logging.getLogger(__name__)
 
 
 @attrs.define(slots=True)
@@ -235,8 +238,12 @@ class AgentLoop:
         )
 
     def _emit(self, event: LoopEvent) -> None:
+        """Give ``event`` to every observer; an observer that raises is logged, never fatal."""
         for observer in self.observers:
-            observer(event)
+            try:
+                observer(event)
+            except Exception:
+                _log.exception("observer %r failed on %s; the rollout goes on", observer, event)
 
 
 class GenerationTimeout(BackendTimeout):
