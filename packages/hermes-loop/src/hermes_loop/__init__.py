@@ -24,7 +24,7 @@ from hermes_loop.http_client import HTTPBackend, JSONPoster, RetryPolicy
 from hermes_loop.ledger import TemplateBridge, TokenLedger, compare_ids
 from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.loop import AgentLoop, GenerationTimeout, run
-from hermes_loop.models import ChatModel, TokenModel, TurnOutput
+from hermes_loop.models import CallIds, ChatModel, TokenModel, TurnOutput
 from hermes_loop.openai_chat import OpenAIChatBackend, parse_chat_response
 from hermes_loop.sglang_backend import SGLangBackend
 from hermes_loop.tool_calls import PendingCall, SchemaCache, ToolHandler, validate_call
@@ -32,6 +32,7 @@ from hermes_loop.vllm_backend import VLLMBackend
 
 __all__ = [
     "AgentLoop",
+    "CallIds",
     "ChatModel",
     "ChatTemplateError",
     "GenerationFinished",

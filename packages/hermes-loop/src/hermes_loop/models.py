@@ -65,6 +65,30 @@ def _tool_map(tools: Sequence[ToolSchema]) -> dict[str, ToolSchema]:
     return {t.name: t for t in tools}
 
 
+class CallIds:
+    """Tool-call ids of one rollout: unique and deterministic.
+
+    A call keeps the id the model (Mistral v11+, Kimi) or the server gave it when that id is not
+    empty and not taken yet in this rollout; otherwise it gets ``call_{turn}_{index}`` (index in
+    emission order within the turn, suffixed ``_2``, ``_3``... in the unlikely case that is
+    taken). The same rollout always gets the same ids.
+    """
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def assign(self, turn: int, index: int, given: str | None = None) -> str:
+        if given and given not in self._used:
+            chosen = given
+        else:
+            chosen = base = f"call_{turn}_{index}"
+            suffix = 2
+            while chosen in self._used:
+                chosen, suffix = f"{base}_{suffix}", suffix + 1
+        self._used.add(chosen)
+        return chosen
+
+
 @attrs.define
 class ChatModel:
     """Phase 1: an OpenAI-compatible chat backend; the server parses tool calls.
@@ -96,6 +120,7 @@ class _ChatSession:
         self._by_name = _tool_map(tools)
         self._sampling = sampling
         self._context = 0
+        self._ids = CallIds()
 
     def context_tokens(self) -> int:
         return self._context
@@ -114,16 +139,27 @@ class _ChatSession:
         choice = result.choices[0]
         usage = result.usage
         self._context = usage.prompt_tokens + usage.completion_tokens
+        message = self._with_unique_ids(turn, choice.message)
         calls = tuple(
-            validate_call(c, self._by_name, self._model._schemas) for c in choice.message.tool_calls
+            validate_call(c, self._by_name, self._model._schemas) for c in message.tool_calls
         )
         return TurnOutput(
-            message=choice.message,
+            message=message,
             calls=calls,
             finish_reason=choice.finish_reason,
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
         )
+
+    def _with_unique_ids(self, turn: int, message: Message) -> Message:
+        """The server's message, with empty or repeated tool-call ids replaced (see CallIds)."""
+        calls = message.tool_calls
+        fixed = tuple(
+            attrs.evolve(c, id=self._ids.assign(turn, i, c.id)) for i, c in enumerate(calls)
+        )
+        if all(a.id == b.id for a, b in zip(calls, fixed, strict=True)):
+            return message
+        return attrs.evolve(message, tool_calls=fixed)
 
     async def add_tool_messages(self, messages: Sequence[Message]) -> None:
         return None
@@ -177,6 +213,7 @@ class _TokenSession:
         self._by_name = _tool_map(tools)
         self._openai_tools: list[JSONObject] = tools_to_openai(tools)
         self._sampling = sampling
+        self._ids = CallIds()
         self.ledger = TokenLedger(
             model.tokenizer, model.template, tools, bridge=model.bridge(tools)
         )
@@ -210,8 +247,8 @@ class _TokenSession:
         self, turn: int, parsed: ParsedTurn
     ) -> tuple[Message, tuple[PendingCall, ...]]:
         errors = list(parsed.errors)
-        # (name, raw arguments, decoded arguments or None, why invalid), in emission order
-        found: list[tuple[str, str, JSONObject | None, str | None]] = []
+        # (name, raw arguments, decoded arguments or None, why invalid, id), in emission order
+        found: list[tuple[str, str, JSONObject | None, str | None, str | None]] = []
         for parsed_call in parsed.tool_calls:
             reason = None
             if parsed_call.arguments is None:
@@ -220,7 +257,13 @@ class _TokenSession:
                     errors.remove(match)
                 reason = match.message if match else "arguments are not a valid JSON object"
             found.append(
-                (parsed_call.name, parsed_call.raw_arguments, parsed_call.arguments, reason)
+                (
+                    parsed_call.name,
+                    parsed_call.raw_arguments,
+                    parsed_call.arguments,
+                    reason,
+                    parsed_call.id,
+                )
             )
         for error in sorted(errors, key=lambda e: e.call_index):
             entry = (
@@ -228,11 +271,12 @@ class _TokenSession:
                 error.raw,
                 None,
                 f"{error.kind}: {error.message}",
+                None,
             )
             found.insert(min(max(error.call_index, 0), len(found)), entry)
         calls: list[PendingCall] = []
-        for index, (name, raw, arguments, reason) in enumerate(found):
-            call = ToolCall(f"call_{turn}_{index}", name, raw)
+        for index, (name, raw, arguments, reason, given_id) in enumerate(found):
+            call = ToolCall(self._ids.assign(turn, index, given_id), name, raw)
             if reason is not None or arguments is None:
                 calls.append(
                     PendingCall(call, None, ToolErrorKind.INVALID_ARGUMENTS, reason or "invalid")
