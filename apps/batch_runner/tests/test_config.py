@@ -92,3 +92,14 @@ def test_config_round_trips_through_run_json(
     data = config_to_json(config)
     assert config_from_options(data) == config
     assert resolve_for_resume(data, {}) == config
+
+
+def test_rollouts_in_flight_are_capped_by_the_pool() -> None:
+    assert config_from_options({"concurrency": 16}).in_flight == 4
+    assert (
+        config_from_options(
+            {"concurrency": 16, "sandbox_slots": 8, "sandbox_max_hosts": 3}
+        ).in_flight
+        == 16
+    )
+    assert config_from_options({"concurrency": 3}).in_flight == 3

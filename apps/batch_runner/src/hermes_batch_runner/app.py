@@ -169,6 +169,11 @@ async def run_batch(
                 record = run_record(config, argv)
                 record.update(expected=expected, model=components.model)
                 write_json_atomic(paths.run, record)
+            if config.in_flight < config.concurrency:
+                console.print(
+                    f"[yellow]running {config.in_flight} rollouts at once: the sandbox pool has "
+                    f"{config.in_flight} slots (raise --sandbox-slots or --sandbox-max-hosts)[/]"
+                )
             if resume:
                 console.print(
                     f"resuming {paths.root}: {len(done)} rollouts already done, {len(plan)} to go"
@@ -249,7 +254,7 @@ async def _execute_with_progress(
                     plan,
                     run_one,
                     sink,
-                    concurrency=config.concurrency,
+                    concurrency=config.in_flight,
                     stop=stop,
                     cancel=cancel,
                     drain_timeout=config.drain_timeout,

@@ -130,6 +130,12 @@ class RunConfig:
         return None
 
     @property
+    def in_flight(self) -> int:
+        """Rollouts run at once: ``--concurrency``, capped by the pool's slots so no rollout
+        waits for a slot long enough to hit the acquire timeout."""
+        return min(self.concurrency, self.sandbox_slots * self.sandbox_max_hosts)
+
+    @property
     def item_limit(self) -> int | None:
         """How many items to run: ``num_items``, else all of a dataset or a few env items."""
         if self.num_items is not None:
