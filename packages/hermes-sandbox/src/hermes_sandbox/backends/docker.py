@@ -3,9 +3,9 @@
 Containers run ``sleep infinity`` under ``--init`` with the network off (``--network none``)
 unless ``allow_network``, pids/memory/cpu limits, and labels naming their pool so a later run
 removes what a killed run left (``docker ps --filter label=...``). Commands run through
-``docker exec`` under the modal backend's wrapper (GNU ``timeout``, exit 124, and nothing the
-command started outlives it);
-files move with ``docker exec``/``docker cp``, never through a size-limited stdout.
+``docker exec`` under the shared container exec wrapper (GNU ``timeout``, exit 124, and
+nothing the command started outlives it); files move with ``docker exec``/``docker cp``,
+never through a size-limited stdout.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ import attrs
 from hermes_protocols import ConfigError, ExecResult, SandboxError, Slot, WorkspaceEscape
 
 from hermes_sandbox._output import CappedOutput
+from hermes_sandbox.backends._container_exec import (
+    TIMEOUT_EXIT,
+    exec_argv,
+    reset_script,
+    resolve_in_workspace,
+)
 from hermes_sandbox.backends.base import Host, HostSpec
-from hermes_sandbox.backends.modal import exec_argv, reset_script
 
 POOL_LABEL = "org.hermes-rl.pool"
 HOST_LABEL = "org.hermes-rl.host"
-_TIMEOUT_EXIT = 124
 _GRACE_S = 15.0
 
 
@@ -127,12 +131,8 @@ class DockerSlot:
         return self._workspace
 
     def resolve(self, path: str, *, allow_root: bool = False) -> str:
-        full = posixpath.normpath(posixpath.join(self._workspace, path))
-        if full == self._workspace and allow_root:
-            return full
-        if not full.startswith(self._workspace + "/"):
-            raise WorkspaceEscape(f"{path!r} is outside the slot workspace {self._workspace}")
-        return full
+        """``path`` inside the workspace, lexically; ``..`` or outside absolute paths fail."""
+        return resolve_in_workspace(self._workspace, path, allow_root=allow_root)
 
     def _guard(self, full: str) -> str:
         """Shell that fails with ESCAPE when ``full`` resolves (symlinks) outside the workspace."""
@@ -165,7 +165,7 @@ class DockerSlot:
         out.feed(done.stdout)
         err.feed(done.stderr)
         code = done.returncode if done.returncode >= 0 else 128 - done.returncode
-        timed_out = code == _TIMEOUT_EXIT
+        timed_out = code == TIMEOUT_EXIT
         return ExecResult(
             exit_code=code,
             stdout=out.render(),

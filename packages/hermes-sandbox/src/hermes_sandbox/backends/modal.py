@@ -1,12 +1,13 @@
 """The ``modal`` backend: one Modal Sandbox per host, one workspace directory per slot.
 
 Only the SDK's async API (``.aio``) is used, so nothing blocks the event loop. Creation is
-rate limited and the number of sandboxes still starting is capped (Modal rejects bursts with
-"Sandbox creation rate limit exceeded"); every sandbox carries tags naming its pool so a later
-run can find and terminate what a killed run left behind. The sandbox lifetime is derived from
-the rollout and verification budgets so it always outlives them.
+rate limited and the number of sandboxes still starting is capped (see
+:mod:`~hermes_sandbox.backends.modal_config`); every sandbox carries tags naming its pool so a
+later run can find and terminate what a killed run left behind. Commands run under the shared
+container exec wrapper (GNU ``timeout``, exit 124, nothing outlives the command).
 
-The SDK is reached through :class:`ModalSDK` so tests can pass a fake with the same signatures.
+The SDK is reached through :class:`~hermes_sandbox.backends.modal_sdk.ModalSDK`, which imports
+``modal`` only when a backend first needs it; tests pass a fake with the same signatures.
 """
 
 from __future__ import annotations
@@ -14,194 +15,40 @@ from __future__ import annotations
 import contextlib
 import math
 import posixpath
-import shlex
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
-import attrs
-from hermes_protocols import (
-    ConfigError,
-    ExecResult,
-    SandboxError,
-    SandboxTimeout,
-    Slot,
-    WorkspaceEscape,
-)
+from hermes_protocols import ExecResult, SandboxError, SandboxTimeout, Slot, WorkspaceEscape
 
 from hermes_sandbox._output import CappedOutput
+from hermes_sandbox.backends._container_exec import (
+    TIMEOUT_EXIT,
+    exec_argv,
+    reset_script,
+    resolve_in_workspace,
+)
 from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.backends.modal_config import MODAL_MAX_LIFETIME_S, CreationLimiter, ModalConfig
+from hermes_sandbox.backends.modal_sdk import AUTH_HELP, ModalAuthError, ModalSDK, map_fs_error
+
+__all__ = [
+    "HOST_TAG",
+    "MODAL_MAX_LIFETIME_S",
+    "POOL_TAG",
+    "CreationLimiter",
+    "ModalAuthError",
+    "ModalBackend",
+    "ModalConfig",
+    "ModalHost",
+    "ModalSDK",
+    "ModalSlot",
+]
 
 POOL_TAG = "hermes-pool"
 HOST_TAG = "hermes-host"
-MODAL_MAX_LIFETIME_S = 24 * 3600
-_TIMEOUT_EXIT = 124
 _EXEC_GRACE_S = 30.0
-
-_AUTH_HELP = (
-    "Modal credentials are missing or invalid. Run `modal token new` (or set MODAL_TOKEN_ID "
-    "and MODAL_TOKEN_SECRET) and try again."
-)
-
-
-# Runs a command under GNU timeout (its own process group, exit 124 on timeout) with a marker
-# in its environment; afterwards kills the group and every process still carrying the marker
-# (including ones that left the group with setsid), so nothing outlives the command.
-EXEC_WRAPPER = r"""exec 3<&0
-HERMES_SLOT_MARK="$1" timeout -k 2 "$2" bash -c "$3" <&3 3<&- &
-pid=$!
-wait "$pid"; rc=$?
-kill -9 -- "-$pid" 2>/dev/null
-for f in $(grep -lzxF "HERMES_SLOT_MARK=$1" /proc/[0-9]*/environ 2>/dev/null); do
-  p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null
-done
-exit "$rc"
-"""
-
-
-def reset_script(workspace: str, marker: str) -> str:
-    """Shell that kills the slot's processes (by marker or cwd) and empties its workspace."""
-    ws, mark = shlex.quote(workspace), shlex.quote(f"HERMES_SLOT_MARK={marker}")
-    return (
-        f"for f in $(grep -lzxF {mark} /proc/[0-9]*/environ 2>/dev/null; "
-        f"find /proc/[0-9]*/cwd -maxdepth 0 \\( -lname {ws} -o -lname {ws}/'*' \\) "
-        '2>/dev/null); do p=${f#/proc/}; kill -9 "${p%%/*}" 2>/dev/null; done; '
-        f"rm -rf {ws} && mkdir -p {ws}"
-    )
-
-
-def exec_argv(marker: str, command: str, timeout: float) -> tuple[str, ...]:
-    """argv running ``command`` under :data:`EXEC_WRAPPER` (bash and coreutils needed)."""
-    return ("bash", "-c", EXEC_WRAPPER, "hermes-exec", marker, f"{timeout:.3f}", command)
-
-
-class ModalAuthError(SandboxError):
-    """No usable Modal token: run ``modal token new`` or set MODAL_TOKEN_ID/MODAL_TOKEN_SECRET."""
-
-
-@attrs.frozen(slots=True)
-class ModalSDK:
-    """The parts of the ``modal`` SDK this backend uses (the real module unless a fake is given)."""
-
-    App: Any
-    Sandbox: Any
-    Image: Any
-    Secret: Any
-    exceptions: Any
-    has_credentials: Callable[[], bool]
-
-    @classmethod
-    def real(cls) -> ModalSDK:
-        import modal
-        import modal.exception
-        from modal.config import config
-
-        def has_credentials() -> bool:
-            return bool(config.get("token_id")) and bool(config.get("token_secret"))
-
-        return cls(
-            App=modal.App,
-            Sandbox=modal.Sandbox,
-            Image=modal.Image,
-            Secret=modal.Secret,
-            exceptions=modal.exception,
-            has_credentials=has_credentials,
-        )
-
-
-def _positive(_: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
-    if value is not None and value <= 0:
-        raise ConfigError(f"ModalConfig.{attribute.name} must be positive, got {value}")
-
-
-@attrs.frozen(slots=True, kw_only=True)
-class ModalConfig:
-    """How Modal sandboxes are made.
-
-    Exactly one of ``image`` (a registry tag such as ``python:3.12-slim``) and ``dockerfile``
-    (a path) is given. The sandbox ``timeout`` is ``rollout_timeout_s + verification_timeout_s
-    + lifetime_margin_s`` unless ``sandbox_timeout_s`` is set, which must then be longer than
-    rollout plus verification. Defaults for the creation limits stay under Modal's documented
-    sandbox creation rate limit (bursts fail with "Sandbox creation rate limit exceeded").
-    """
-
-    app_name: str = "hermes-sandbox"
-    image: str | None = "python:3.12-slim"
-    dockerfile: str | None = None
-    cpu: float | None = attrs.field(default=1.0, validator=_positive)
-    memory_mb: int | None = attrs.field(default=2048, validator=_positive)
-    gpu: str | None = None
-    rollout_timeout_s: float = attrs.field(default=1800.0, validator=_positive)
-    verification_timeout_s: float = attrs.field(default=300.0, validator=_positive)
-    lifetime_margin_s: float = attrs.field(default=300.0, validator=_positive)
-    sandbox_timeout_s: float | None = attrs.field(default=None, validator=_positive)
-    idle_timeout_s: float | None = attrs.field(default=None, validator=_positive)
-    secrets: tuple[str, ...] = ()
-    env: Mapping[str, str] = attrs.field(factory=dict)
-    block_network: bool = True
-    creations_per_second: float = attrs.field(default=4.0, validator=_positive)
-    max_starting: int = attrs.field(default=20, validator=_positive)
-    workspace_root: str = "/workspace"
-    """Slot ``i`` works in ``<workspace_root>/slot-<i>``; ``{host_id}`` is substituted."""
-    max_output_bytes: int = attrs.field(default=1 << 20, validator=_positive)
-    environment_name: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if (self.image is None) == (self.dockerfile is None):
-            raise ConfigError("ModalConfig needs exactly one of image= or dockerfile=")
-        if not posixpath.isabs(self.workspace_root):
-            raise ConfigError("ModalConfig.workspace_root must be an absolute path")
-        self.lifetime_s()
-
-    def lifetime_s(self) -> int:
-        """The sandbox ``timeout``: always longer than rollout plus verification."""
-        needed = self.rollout_timeout_s + self.verification_timeout_s
-        if self.sandbox_timeout_s is not None:
-            if self.sandbox_timeout_s <= needed:
-                raise ConfigError(
-                    f"sandbox_timeout_s={self.sandbox_timeout_s} is not longer than rollout "
-                    f"({self.rollout_timeout_s}s) plus verification "
-                    f"({self.verification_timeout_s}s): the sandbox would die mid-rollout; "
-                    "raise it or leave it unset to derive it"
-                )
-            lifetime = self.sandbox_timeout_s
-        else:
-            lifetime = needed + self.lifetime_margin_s
-        if lifetime > MODAL_MAX_LIFETIME_S:
-            raise ConfigError(
-                f"derived sandbox lifetime {lifetime:.0f}s exceeds Modal's 24 h maximum; "
-                "shorten the rollout or verification timeouts"
-            )
-        return math.ceil(lifetime)
-
-
-class CreationLimiter:
-    """At most ``rate`` creations per second and ``max_starting`` creations in flight."""
-
-    def __init__(self, rate: float, max_starting: int) -> None:
-        self._interval = 1.0 / rate
-        self._next = 0.0
-        self._lock = anyio.Lock()
-        self.starting = anyio.Semaphore(max_starting)
-
-    async def wait_turn(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            delay = self._next - now
-            self._next = max(now, self._next) + self._interval
-        if delay > 0:
-            await anyio.sleep(delay)
-
-
-def _map_fs_error(errors: Any, exc: BaseException, path: str) -> BaseException:
-    if isinstance(exc, errors.SandboxFilesystemNotFoundError):
-        return FileNotFoundError(f"no such file in the sandbox: {path}")
-    if isinstance(exc, errors.SandboxFilesystemIsADirectoryError):
-        return IsADirectoryError(f"is a directory: {path}")
-    if isinstance(exc, errors.SandboxFilesystemPermissionError):
-        return PermissionError(f"permission denied: {path}")
-    return SandboxError(f"Modal filesystem operation on {path} failed: {exc}")
 
 
 class ModalSlot:
@@ -222,12 +69,7 @@ class ModalSlot:
 
     def resolve(self, path: str, *, allow_root: bool = False) -> str:
         """``path`` inside the workspace, lexically; ``..`` or outside absolute paths fail."""
-        full = posixpath.normpath(posixpath.join(self._workspace, path))
-        if full == self._workspace and allow_root:
-            return full
-        if not full.startswith(self._workspace + "/"):
-            raise WorkspaceEscape(f"{path!r} is outside the slot workspace {self._workspace}")
-        return full
+        return resolve_in_workspace(self._workspace, path, allow_root=allow_root)
 
     async def exec(
         self,
@@ -260,7 +102,7 @@ class ModalSlot:
         try:
             data: bytes = await self._host.sandbox.filesystem.read_bytes.aio(full)
         except Exception as exc:
-            raise _map_fs_error(self._host.errors, exc, path) from exc
+            raise map_fs_error(self._host.errors, exc, path) from exc
         return data
 
     async def write_file(self, path: str, data: bytes) -> None:
@@ -270,7 +112,7 @@ class ModalSlot:
             await fs.make_directory.aio(posixpath.dirname(full), create_parents=True)
             await fs.write_bytes.aio(data, full)
         except Exception as exc:
-            raise _map_fs_error(self._host.errors, exc, path) from exc
+            raise map_fs_error(self._host.errors, exc, path) from exc
 
     async def upload(self, local_path: str, remote_path: str) -> None:
         full = await self._resolve_file(remote_path)
@@ -279,14 +121,14 @@ class ModalSlot:
             await fs.make_directory.aio(posixpath.dirname(full), create_parents=True)
             await fs.copy_from_local.aio(local_path, full)
         except Exception as exc:
-            raise _map_fs_error(self._host.errors, exc, remote_path) from exc
+            raise map_fs_error(self._host.errors, exc, remote_path) from exc
 
     async def download(self, remote_path: str, local_path: str) -> None:
         full = await self._resolve_file(remote_path)
         try:
             await self._host.sandbox.filesystem.copy_to_local.aio(full, local_path)
         except Exception as exc:
-            raise _map_fs_error(self._host.errors, exc, remote_path) from exc
+            raise map_fs_error(self._host.errors, exc, remote_path) from exc
 
 
 class ModalHost:
@@ -351,9 +193,9 @@ class ModalHost:
         duration = time.monotonic() - started
         if code < 0:  # killed by signal N: report 128 + N, as a shell does
             code = 128 - code
-        timed_out = code == _TIMEOUT_EXIT or (code == 137 and duration >= timeout)
+        timed_out = code == TIMEOUT_EXIT or (code == 137 and duration >= timeout)
         return ExecResult(
-            exit_code=_TIMEOUT_EXIT if timed_out else code,
+            exit_code=TIMEOUT_EXIT if timed_out else code,
             stdout=out.render(),
             stderr=err.render(),
             timed_out=timed_out,
@@ -420,7 +262,7 @@ class ModalBackend:
     async def _lookup_app(self) -> Any:
         sdk = self._get_sdk()
         if not sdk.has_credentials():
-            raise ModalAuthError(_AUTH_HELP)
+            raise ModalAuthError(AUTH_HELP)
         async with self._app_lock:
             if self._app is None:
                 try:
@@ -430,7 +272,7 @@ class ModalBackend:
                         environment_name=self.config.environment_name,
                     )
                 except sdk.exceptions.AuthError as exc:
-                    raise ModalAuthError(f"{_AUTH_HELP} ({exc})") from exc
+                    raise ModalAuthError(f"{AUTH_HELP} ({exc})") from exc
             return self._app
 
     def _image(self, sdk: ModalSDK) -> Any:
@@ -465,7 +307,7 @@ class ModalBackend:
                 if sandbox is not None:
                     await ModalHost(spec, sandbox, cfg, sdk.exceptions).close()
                 if isinstance(exc, sdk.exceptions.AuthError):
-                    raise ModalAuthError(f"{_AUTH_HELP} ({exc})") from exc
+                    raise ModalAuthError(f"{AUTH_HELP} ({exc})") from exc
                 if isinstance(exc, Exception) and not isinstance(exc, SandboxError):
                     raise SandboxError(f"could not create Modal sandbox: {exc}") from exc
                 raise
