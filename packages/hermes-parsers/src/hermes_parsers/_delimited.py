@@ -10,6 +10,7 @@ from hermes_protocols.parsing import ParsedToolCall, ParsedTurn, ToolParseError
 from hermes_parsers._schemas import schemas_from_tools
 from hermes_parsers._spec import BodyError, FormatSpec, Schemas
 from hermes_parsers._stream import CompiledSpec, DelimitedStream, decode_safely
+from hermes_parsers._template_json import FastParse, template_json_parser
 from hermes_parsers.errors import RenderError
 
 
@@ -33,6 +34,9 @@ class DelimitedParser:
         self._spec = spec
         self._compiled = CompiledSpec(spec)
         self._reasoning_open = reasoning_open
+        self._fast: FastParse | None = (
+            template_json_parser(spec) if spec.template_json and self._simple else None
+        )
 
     @property
     def name(self) -> str:
@@ -52,6 +56,10 @@ class DelimitedParser:
         )
 
     def parse(self, text: str, *, tools: Sequence[Mapping[str, Any]] | None = None) -> ParsedTurn:
+        if self._fast is not None:  # template-JSON formats do not read tool schemas
+            turn = self._fast(text)
+            if turn is not None:
+                return turn
         schemas = schemas_from_tools(tools)
         if self._simple:
             fast = self._parse_simple(text, schemas)

@@ -36,6 +36,8 @@ class FormatSpec:
     opens: ``call_start`` directly, or ``section[0]`` then calls until ``section[1]``. A call body
     runs to ``call_end``; with ``call_end=None`` it runs to the next call, the section end or the
     end of the text. ``json_aware`` bodies ignore markers inside JSON string literals.
+    ``template_json``: calls are ``call_start\\n{"name": N, "arguments": A}\\ncall_end`` in
+    the chat template, and ``parse`` tries that exact layout on a fast path first.
     """
 
     name: str
@@ -49,6 +51,7 @@ class FormatSpec:
     reasoning_pad: str = ""
     reasoning_after: str = ""
     content_sep: str = ""
+    template_json: bool = False
 
     @property
     def content_markers(self) -> tuple[str, ...]:
@@ -75,9 +78,23 @@ def prefixes(markers: Sequence[str]) -> frozenset[str]:
     return frozenset(m[:k] for m in markers for k in range(1, len(m)))
 
 
-def partial_tail(text: str, start: int, prefix_set: frozenset[str], longest: int) -> int:
-    """Length of the longest suffix of ``text[start:]`` that could begin a marker."""
+def partial_tail(
+    text: str, start: int, prefix_set: frozenset[str], longest: int, firsts: str = ""
+) -> int:
+    """Length of the longest suffix of ``text[start:]`` that could begin a marker.
+
+    ``firsts``: the markers' first characters (every prefix starts with one); when none occurs
+    in the last ``longest`` characters, nothing can be held and the loop is skipped.
+    """
+    if firsts:
+        window = max(start, len(text) - longest)
+        if all(text.find(first, window) < 0 for first in firsts):
+            return 0
     for k in range(min(longest, len(text) - start), 0, -1):
         if text[len(text) - k :] in prefix_set:
             return k
     return 0
+
+
+def first_chars(markers: Sequence[str]) -> str:
+    return "".join(sorted({m[0] for m in markers if m}))

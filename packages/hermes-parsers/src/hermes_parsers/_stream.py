@@ -29,6 +29,7 @@ from hermes_parsers._spec import (
     FormatSpec,
     Schemas,
     alternation,
+    first_chars,
     partial_tail,
     prefixes,
 )
@@ -54,18 +55,54 @@ class CompiledSpec:
     def __init__(self, spec: FormatSpec) -> None:
         self.content_re = alternation(spec.content_markers)
         self.content_prefixes = prefixes(spec.content_markers)
+        self.content_firsts = first_chars(spec.content_markers)
         self.section_re = alternation(spec.section_markers)
         self.section_prefixes = prefixes(spec.section_markers)
+        self.section_firsts = first_chars(spec.section_markers)
         terms = spec.body_terminators
         self.body_re = alternation(terms)
         self.body_prefixes = prefixes(terms)
+        self.body_firsts = first_chars(terms)
         close = spec.reasoning[1] if spec.reasoning else ""
         self.close_prefixes = prefixes((close,)) if close else frozenset()
+        self.close_firsts = close[:1]
         self.longest = max(len(m) for m in (*spec.content_markers, *terms, close))
 
 
 class DelimitedStream:
-    """Feed chunks, get events; ``finish`` returns the parsed turn."""
+    """Feed chunks, get events; ``finish`` returns the parsed turn.
+
+    ``feed`` only queues a chunk until ``batch`` characters are waiting, so per-chunk cost is a
+    list append and a subtraction; the machine then runs once over the queued text.
+    """
+
+    __slots__ = (
+        "_after_call",
+        "_batch",
+        "_body",
+        "_c",
+        "_call_at",
+        "_calls",
+        "_content",
+        "_errors",
+        "_escaped",
+        "_events",
+        "_in_section",
+        "_in_string",
+        "_index",
+        "_junk",
+        "_offset",
+        "_pending",
+        "_queued",
+        "_reasoning",
+        "_reasoning_hold",
+        "_reasoning_lead",
+        "_room",
+        "_schemas",
+        "_segment",
+        "_spec",
+        "_state",
+    )
 
     def __init__(
         self,
@@ -78,8 +115,9 @@ class DelimitedStream:
     ) -> None:
         self._spec = spec
         self._batch = batch
-        self._queued: list[str] = []
-        self._queued_chars = 0
+        # None once finished; ``_room``: characters still to queue before the machine runs.
+        self._queued: list[str] | None = []
+        self._room = batch
         self._c = compiled
         self._schemas = schemas
         self._pending = ""
@@ -101,27 +139,27 @@ class DelimitedStream:
         self._errors: list[ToolParseError] = []
         self._index = 0
         self._events: list[ParseEvent] = []
-        self._done = False
 
     # -- public API -------------------------------------------------------------------------
 
     def feed(self, chunk: str) -> list[ParseEvent]:
-        if self._done:
+        queued = self._queued
+        if queued is None:
             raise RuntimeError("feed() after finish(): start a new stream")
-        self._queued.append(chunk)
-        self._queued_chars += len(chunk)
-        if self._queued_chars < self._batch:
+        queued.append(chunk)
+        self._room -= len(chunk)
+        if self._room > 0:
             return []
-        self._pending += "".join(self._queued)
-        self._queued, self._queued_chars = [], 0
+        self._pending += "".join(queued)
+        self._queued, self._room = [], self._batch
         self._run(final=False)
         return self._take_events()
 
     def finish(self) -> tuple[list[ParseEvent], ParsedTurn]:
-        if not self._done:
-            self._done = True
-            self._pending += "".join(self._queued)
-            self._queued = []
+        queued = self._queued
+        if queued is not None:
+            self._queued = None
+            self._pending += "".join(queued)
             self._run(final=True)
             self._at_end()
         content = "".join(self._content)
@@ -172,7 +210,11 @@ class DelimitedStream:
         c, spec = self._c, self._spec
         m = c.content_re.search(text, i)
         if m is None:
-            keep = 0 if final else partial_tail(text, i, c.content_prefixes, c.longest)
+            keep = (
+                0
+                if final
+                else partial_tail(text, i, c.content_prefixes, c.longest, c.content_firsts)
+            )
             self._add_content(text[i : len(text) - keep], hold=not final)
             return len(text) - keep, True
         self._add_content(text[i : m.start()], hold=True)
@@ -236,7 +278,9 @@ class DelimitedStream:
             self._reasoning_lead = False
         j = text.find(close, i)
         if j < 0:
-            keep = 0 if final else partial_tail(text, i, c.close_prefixes, len(close))
+            keep = (
+                0 if final else partial_tail(text, i, c.close_prefixes, len(close), c.close_firsts)
+            )
             data = self._reasoning_hold + text[i : len(text) - keep]
             cut = len(data) if final else max(len(data) - len(pad), 0)
             self._emit_reasoning(data[:cut])
@@ -272,7 +316,11 @@ class DelimitedStream:
         c = self._c
         m = c.section_re.search(text, i)
         if m is None:
-            keep = 0 if final else partial_tail(text, i, c.section_prefixes, c.longest)
+            keep = (
+                0
+                if final
+                else partial_tail(text, i, c.section_prefixes, c.longest, c.section_firsts)
+            )
             self._junk += text[i : len(text) - keep]
             return len(text) - keep, True
         self._junk += text[i : m.start()]
@@ -306,7 +354,11 @@ class DelimitedStream:
         while True:
             m = c.body_re.search(text, pos)
             if m is None:
-                keep = 0 if final else partial_tail(text, pos, c.body_prefixes, c.longest)
+                keep = (
+                    0
+                    if final
+                    else partial_tail(text, pos, c.body_prefixes, c.longest, c.body_firsts)
+                )
                 if spec.json_aware:
                     self._track_quotes(text, pos, n - keep)
                 self._body.append(text[start : n - keep])
