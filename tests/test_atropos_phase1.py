@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hermes_atropos_env.trainer import batch_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
@@ -104,6 +105,7 @@ async def test_phase1_process_marks_retokenized_groups(tmp_path: Path) -> None:
     assert group["group_overrides"]["token_source"] == "retokenized"
     assert group["generation_params"]["token_source"] == "retokenized"
     assert group["inference_logprobs"] is None
+    assert batch_problems([group]) == []
     tokenizer = HFTokenizer.from_directory(tokenizer_dir)
     for ids, mask, messages in zip(group["tokens"], group["masks"], group["messages"], strict=True):
         trained = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m != MASKED])

@@ -68,7 +68,8 @@ async def pull_batch(
 
 def batch_problems(batch: Sequence[Group]) -> list[str]:
     """Alignment problems of a batch: tokens, masks and inference_logprobs of equal length per
-    sequence, each unmasked mask entry equal to its token, a real logprob (<= 0) there."""
+    sequence, each unmasked mask entry equal to its token, a real logprob (<= 0) there.
+    Groups marked ``token_source: retokenized`` (phase 1) may carry no logprobs."""
     problems: list[str] = []
     for g, group in enumerate(batch):
         tokens, masks = group.get("tokens") or [], group.get("masks") or []
@@ -76,6 +77,9 @@ def batch_problems(batch: Sequence[Group]) -> list[str]:
         if len(tokens) != len(masks) or len(tokens) != len(group.get("scores") or []):
             problems.append(f"group {g}: {len(tokens)} sequences, {len(masks)} masks")
             continue
+        retokenized = (group.get("group_overrides") or {}).get("token_source") == "retokenized"
+        if logprobs is None and retokenized:  # phase 1: ids rebuilt from text, no logprobs
+            logprobs = [[0.0] * len(ids) for ids in tokens]
         if logprobs is None or len(logprobs) != len(tokens):
             problems.append(f"group {g}: inference_logprobs missing or of the wrong count")
             continue
