@@ -21,7 +21,13 @@ from hermes_loop.config import (
 )
 from hermes_loop.hf_tokenizer import HFTokenizer
 from hermes_loop.http_client import HTTPBackend, JSONPoster, RetryPolicy
-from hermes_loop.ledger import TemplateBridge, TokenLedger, compare_ids
+from hermes_loop.ledger import (
+    TemplateBridge,
+    TokenLedger,
+    compare_ids,
+    default_end_token_ids,
+    template_end_token,
+)
 from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.loop import AgentLoop, GenerationTimeout, run
 from hermes_loop.models import CallIds, ChatModel, TokenModel, TurnOutput
@@ -60,9 +66,11 @@ __all__ = [
     "TurnStarted",
     "VLLMBackend",
     "compare_ids",
+    "default_end_token_ids",
     "hermes_tool_call_text",
     "hermes_tools_system_prompt",
     "parse_chat_response",
     "run",
+    "template_end_token",
     "validate_call",
 ]

@@ -6,14 +6,16 @@
    fixed dummy prefix ``[user, assistant(MARK)]`` and the text after the dummy assistant's content
    is kept. That text starts with what the template emits at the end of an assistant turn
    (``<|im_end|>\\n`` for ChatML); the part the model already sampled (its stop token) is removed,
-   the rest (``\\n``) stays in the bridge. History is never re-rendered.
+   the rest (``\\n``) stays in the bridge. Any end-of-turn id the model sampled (the set is
+   explicit: ``end_token_ids``) stands for the template's end-of-turn token this way. History is
+   never re-rendered.
 4. :meth:`TokenLedger.drift` re-renders the final conversation, re-tokenizes it and counts the
    positions where it differs from the trace.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from hermes_protocols import (
     ChatTemplate,
@@ -87,8 +89,35 @@ class TemplateBridge:
         return self.turn_end + full[len(self._base) :]
 
 
+def template_end_token(tokenizer: Tokenizer, turn_end: str) -> int | None:
+    """The token a template's turn end starts with (``<|im_end|>`` in ``<|im_end|>\\n``), or
+    ``None`` when the turn end is empty or starts with whitespace (no end-of-turn token)."""
+    first = tokenizer.encode(turn_end)[:1]
+    if not first:
+        return None
+    text = tokenizer.decode(first)
+    if not text.strip() or not turn_end.startswith(text):
+        return None
+    return first[0]
+
+
+def default_end_token_ids(tokenizer: Tokenizer, turn_end: str) -> frozenset[int]:
+    """The tokenizer's EOS plus the template's end-of-turn token (:func:`template_end_token`)."""
+    return _end_ids(tokenizer.eos_token_id, template_end_token(tokenizer, turn_end))
+
+
+def _end_ids(eos: int, marker: int | None) -> frozenset[int]:
+    return frozenset((eos,) if marker is None else (eos, marker))
+
+
 class TokenLedger:
-    """Accumulates the token trace of one rollout (ids, loss mask, logprobs, aligned)."""
+    """Accumulates the token trace of one rollout (ids, loss mask, logprobs, aligned).
+
+    ``end_token_ids`` are the ids that end an assistant turn (default: the tokenizer's EOS and
+    the template's end-of-turn token, :func:`default_end_token_ids`). A generation ending in any
+    of them is treated as ending with the template's end-of-turn token: the bridge continues
+    after it, and the drift check compares that position with the template's token.
+    """
 
     def __init__(
         self,
@@ -97,14 +126,26 @@ class TokenLedger:
         tools: Sequence[ToolSchema] = (),
         *,
         bridge: TemplateBridge | None = None,
+        end_token_ids: Iterable[int] | None = None,
     ) -> None:
         self._tok = tokenizer
         self._template = template
         self._tools = tuple(tools)
         self._bridge = bridge if bridge is not None else TemplateBridge(template, tools)
+        turn_end = self._bridge.turn_end
+        self._marker_id = template_end_token(tokenizer, turn_end)
+        self._marker_text = "" if self._marker_id is None else tokenizer.decode([self._marker_id])
+        #: the ids that end an assistant turn
+        self.end_ids: frozenset[int] = (
+            _end_ids(tokenizer.eos_token_id, self._marker_id)
+            if end_token_ids is None
+            else frozenset(end_token_ids)
+        )
         self.ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
+        #: positions where a sampled end id other than the template's stands for it
+        self._stand_ins: list[int] = []
         self._last_stop_text = ""
         self._ends_with_generation = False
 
@@ -130,14 +171,21 @@ class TokenLedger:
         self._ends_with_generation = True
 
     def _stop_text(self, last: int | None, finish_reason: str) -> str:
-        """Text of the sampled token that ended the turn, if it is (the start of) the template's
-        turn end: the EOS id, or any token the template's turn end starts with when the
-        generation stopped on its own (models often have several stop ids, e.g. ``<|eot_id|>``
-        besides ``<|end_of_text|>``)."""
+        """The start of the template's turn end that the sampled last token already stands for.
+
+        An end id (:attr:`end_ids`) stands for the template's end-of-turn token, whichever one
+        the model sampled (SmolLM2 may end with ``<|endoftext|>`` instead of ``<|im_end|>``);
+        other tokens count only when the generation stopped on its own and the turn end starts
+        with their text."""
         if last is None:
             return ""
-        if last == self._tok.eos_token_id:
-            return self._tok.decode([last])
+        if last in self.end_ids:
+            text = self._tok.decode([last])
+            if self._bridge.turn_end.startswith(text):
+                return text
+            if self._marker_id is not None:
+                self._stand_ins.append(len(self.ids) - 1)
+            return self._marker_text
         if finish_reason == "stop":
             text = self._tok.decode([last])
             if text and self._bridge.turn_end.startswith(text):
@@ -177,6 +225,10 @@ class TokenLedger:
         )
         expected = self._tok.encode(rendered)
         actual = list(self.ids)
+        if self._marker_id is not None:
+            # the messages cannot say which end id the model sampled; the template writes its own
+            for position in self._stand_ins:
+                actual[position] = self._marker_id
         if ends_with_assistant and self._ends_with_generation:
             # the template closes the last turn (e.g. "\n" after <|im_end|>); the trace stops at
             # the sampled stop token, so close it the same way before comparing

@@ -174,6 +174,11 @@ class _ChatSession:
 class TokenModel:
     """Phase 2: exact tokens. The ledger keeps the sampler's ids; the parser only reads text.
 
+    ``end_token_ids`` are the ids that end an assistant turn (default: the tokenizer's EOS plus
+    the template's end-of-turn token, e.g. ``<|im_end|>``). A trailing end id never reaches the
+    parser, and the bridge after it continues the template's turn end. Pass every id the
+    backend stops on (``EmbeddedModel.end_token_ids`` for the embedded model; the model's
+    ``generation_config.json`` ``eos_token_id`` list for servers).
     ``check_drift`` re-renders the final conversation once per rollout to report drift.
     """
 
@@ -182,6 +187,9 @@ class TokenModel:
     template: ChatTemplate
     parser: ToolCallParser
     check_drift: bool = True
+    end_token_ids: frozenset[int] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(frozenset), kw_only=True
+    )
     _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
     _bridges: dict[tuple[ToolSchema, ...], TemplateBridge] = attrs.field(factory=dict, init=False)
 
@@ -215,7 +223,11 @@ class _TokenSession:
         self._sampling = sampling
         self._ids = CallIds()
         self.ledger = TokenLedger(
-            model.tokenizer, model.template, tools, bridge=model.bridge(tools)
+            model.tokenizer,
+            model.template,
+            tools,
+            bridge=model.bridge(tools),
+            end_token_ids=model.end_token_ids,
         )
         self.ledger.start(messages)
 
@@ -230,7 +242,7 @@ class _TokenSession:
         generation = await self._model.backend.generate(self.ledger.ids, sampling=sampling)
         self.ledger.add_generation(generation)
         ids = generation.ids
-        if ids and ids[-1] == self._model.tokenizer.eos_token_id:
+        if ids and ids[-1] in self.ledger.end_ids:
             ids = ids[:-1]
         text = await _offload(self._model.tokenizer.decode, ids, len(ids) * 4)
         parsed = self._model.parser.parse(text, tools=self._openai_tools)
