@@ -340,6 +340,11 @@ async def test_embedded_model_opens_fills_a_small_context_and_closes(tmp_path: P
         backend = model.backend
         assert backend.n_ctx == 256
         assert isinstance(model.chat_backend(HermesFormatParser()), ChatBackend)
+        # SmolLM2's GGUF ends generation on three ids, not only EOS (<|im_end|>, 2)
+        assert model.end_token_ids == {0, 2, 4}
+        assert model.tokenizer.eos_token_id == 2
+        assert model.token_model(HermesFormatParser()).end_token_ids == {0, 2, 4}
+        assert model.chat_backend(HermesFormatParser()).end_token_ids == {0, 2, 4}
         directory = await model.hf_tokenizer_dir(tmp_path)
         assert (directory / "tokenizer.json").is_file()
         prompt = model.tokenizer.encode("one two three four five six seven eight " * 30)
@@ -382,6 +387,38 @@ async def test_chat_backend_returns_parsed_tool_calls_and_plain_answers(
     assert result.usage.prompt_tokens == len(embedded_tokenizer.encode(rendered))
 
 
+def test_runtime_declares_the_ggufs_end_of_generation_ids(
+    embedded_runtime: LlamaRuntime,
+) -> None:
+    assert embedded_runtime.eog_ids == {0, 2, 4}
+    pieces = {embedded_runtime.piece(i) for i in embedded_runtime.eog_ids}
+    assert pieces == {b"<|endoftext|>", b"<|im_end|>", b"<reponame>"}
+    assert all(embedded_runtime.is_eog(i) for i in (0, 2, 4))
+    assert not embedded_runtime.is_eog(1)  # <|im_start|> is special but does not end a turn
+
+
+@pytest.mark.anyio
+async def test_chat_backend_drops_any_trailing_end_id(
+    embedded_tokenizer: GGUFTokenizer, embedded_template: JinjaChatTemplate
+) -> None:
+    class EndsWithEndOfText:
+        async def generate(
+            self, prompt_ids: Sequence[int], *, sampling: SamplingParams
+        ) -> Generation:
+            ids = [*embedded_tokenizer.encode("Hello there."), 0]  # <|endoftext|>, not EOS
+            return Generation(ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop")
+
+    chat = EmbeddedChatBackend(
+        EndsWithEndOfText(),
+        embedded_tokenizer,
+        embedded_template,
+        HermesFormatParser(),
+        end_token_ids={0, 2, 4},
+    )
+    (choice,) = (await chat.chat([Message.user("Hi")], tools=[], sampling=GREEDY)).choices
+    assert choice.message.content == "Hello there."
+
+
 @pytest.mark.anyio
 async def test_chat_backend_reports_malformed_calls_as_calls(
     embedded_tokenizer: GGUFTokenizer, embedded_template: JinjaChatTemplate
@@ -418,6 +455,7 @@ async def test_multi_turn_token_rollout_records_exactly_the_sampled_ids(
         tokenizer=embedded_tokenizer,
         template=embedded_template,
         parser=HermesFormatParser(),
+        end_token_ids=embedded_backend.end_token_ids,
     )
     calls: list[tuple[str, dict[str, Any]]] = []
 

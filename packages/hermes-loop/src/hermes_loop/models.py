@@ -6,7 +6,7 @@ keeps that rollout's state (the message list, or the token ledger).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -170,6 +170,10 @@ class _ChatSession:
         return None, None
 
 
+def _id_set(ids: Iterable[int] | None) -> frozenset[int] | None:
+    return None if ids is None else frozenset(ids)
+
+
 @attrs.define
 class TokenModel:
     """Phase 2: exact tokens. The ledger keeps the sampler's ids; the parser only reads text.
@@ -188,7 +192,7 @@ class TokenModel:
     parser: ToolCallParser
     check_drift: bool = True
     end_token_ids: frozenset[int] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(frozenset), kw_only=True
+        default=None, converter=_id_set, kw_only=True
     )
     _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
     _bridges: dict[tuple[ToolSchema, ...], TemplateBridge] = attrs.field(factory=dict, init=False)

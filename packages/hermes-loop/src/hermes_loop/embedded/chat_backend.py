@@ -7,7 +7,7 @@ parsed by the :class:`~hermes_protocols.ToolCallParser` the caller passes in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import anyio.to_thread
 import attrs
@@ -41,6 +41,7 @@ class EmbeddedChatBackend:
     so the loop reports it as an invalid-arguments tool error. Stop strings are cut from the
     content as OpenAI servers do. ``extra_body`` is accepted and ignored (no server).
     Choice ``i`` of ``n`` uses seed ``sampling.seed + i`` when a seed is given.
+    ``end_token_ids`` (default: the tokenizer's EOS) are the ids whose text is never content.
     """
 
     def __init__(
@@ -49,11 +50,17 @@ class EmbeddedChatBackend:
         tokenizer: Tokenizer,
         template: ChatTemplate,
         parser: ToolCallParser,
+        *,
+        end_token_ids: Iterable[int] | None = None,
     ) -> None:
         self.backend = backend
         self.tokenizer = tokenizer
         self.template = template
         self.parser = parser
+        #: ids that end a turn; a trailing one is dropped before decoding (default: EOS)
+        self.end_token_ids = frozenset(
+            (tokenizer.eos_token_id,) if end_token_ids is None else end_token_ids
+        )
 
     async def chat(
         self,
@@ -76,7 +83,7 @@ class EmbeddedChatBackend:
             )
             completion += len(generation.ids)
             ids = list(generation.ids)
-            if ids and ids[-1] == self.tokenizer.eos_token_id:
+            if ids and ids[-1] in self.end_token_ids:
                 ids.pop()
             reply = _cut_at_stop(self.tokenizer.decode(ids), sampling.stop)
             parsed = self.parser.parse(reply, tools=openai_tools)

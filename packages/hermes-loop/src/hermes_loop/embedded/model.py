@@ -15,6 +15,7 @@ from hermes_loop.embedded.hf_export import export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_loop.embedded.runtime import BATCH_INVARIANT_UBATCH
 from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
+from hermes_loop.models import TokenModel
 
 
 class EmbeddedModel:
@@ -22,7 +23,8 @@ class EmbeddedModel:
 
     ``async with await EmbeddedModel.open() as model:`` loads SmolLM2-135M-Instruct (or the
     ``.gguf`` you name) in worker threads; ``model.backend`` is the token backend (phase 2),
-    :meth:`chat_backend` builds the chat backend (phase 1) around a parser you pass in.
+    :meth:`token_model` wraps it for the loop and :meth:`chat_backend` builds the chat backend
+    (phase 1), each around a parser you pass in.
     """
 
     def __init__(
@@ -65,9 +67,28 @@ class EmbeddedModel:
         )
         return cls(path, backend, tokenizer, template)
 
+    @property
+    def end_token_ids(self) -> frozenset[int]:
+        """Every end-of-generation id the GGUF declares (SmolLM2: ``<|endoftext|>`` 0,
+        ``<|im_end|>`` 2, ``<reponame>`` 4); the token backend stops on any of them."""
+        return self.backend.end_token_ids
+
+    def token_model(self, parser: ToolCallParser, *, check_drift: bool = True) -> TokenModel:
+        """A phase-2 :class:`~hermes_loop.TokenModel` on this model, with its end ids wired."""
+        return TokenModel(
+            self.backend,
+            self.tokenizer,
+            self.template,
+            parser,
+            check_drift=check_drift,
+            end_token_ids=self.end_token_ids,
+        )
+
     def chat_backend(self, parser: ToolCallParser) -> EmbeddedChatBackend:
         """A phase-1 chat backend on this model, parsing tool calls with ``parser``."""
-        return EmbeddedChatBackend(self.backend, self.tokenizer, self.template, parser)
+        return EmbeddedChatBackend(
+            self.backend, self.tokenizer, self.template, parser, end_token_ids=self.end_token_ids
+        )
 
     async def hf_tokenizer_dir(self, cache_dir: str | Path) -> Path:
         """Export (once) and return an HF tokenizer directory under ``cache_dir``."""

@@ -89,6 +89,12 @@ class LlamaRuntime:
         self.n_batch = n_batch
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        #: every id the GGUF declares as end-of-generation (EOS, EOT, ...), as llama.cpp reads it
+        self.eog_ids: frozenset[int] = frozenset(
+            token
+            for token in range(self.n_vocab)
+            if llama_cpp.llama_vocab_is_eog(self._vocab, token)
+        )
         self._piece = ctypes.create_string_buffer(256)
         self._tokens: list[int] = []
         #: tokens evaluated since the model was loaded (a cheap progress counter)
@@ -217,7 +223,7 @@ class LlamaRuntime:
 
     def is_eog(self, token: int) -> bool:
         """Whether ``token`` ends generation (EOS, EOT, ...), as the GGUF declares."""
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+        return token in self.eog_ids
 
     def piece(self, token: int) -> bytes:
         """The bytes ``token`` stands for (special tokens rendered as their text)."""

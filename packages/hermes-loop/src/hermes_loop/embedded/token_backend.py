@@ -51,7 +51,8 @@ class EmbeddedTokenBackend:
     teacher-forced recompute of the same ids (see :meth:`score`). Generation stops at an
     end-of-generation token (included in the ids, finish ``"stop"``), at a ``stop`` string
     (the ids up to and including the token that completed it, finish ``"stop"``), at
-    ``max_tokens`` or a full context (finish ``"length"``).
+    ``max_tokens`` or a full context (finish ``"length"``). The end-of-generation ids are all
+    those the GGUF declares (:attr:`end_token_ids`), not only EOS.
 
     Build with :meth:`open` (async, loads in a thread) and close with :meth:`aclose` or
     ``async with``. ``timeout_s`` bounds each request, queueing included
@@ -101,6 +102,15 @@ class EmbeddedTokenBackend:
     @property
     def n_ctx(self) -> int:
         return self._runtime.n_ctx
+
+    @property
+    def end_token_ids(self) -> frozenset[int]:
+        """The GGUF's end-of-generation ids; generation stops on any of them (SmolLM2: 0, 2, 4).
+
+        Pass them to :class:`hermes_loop.TokenModel` (``end_token_ids=``) so the loop knows
+        every way a turn can end.
+        """
+        return self._runtime.eog_ids
 
     @property
     def cached_ids(self) -> tuple[int, ...]:
@@ -200,6 +210,7 @@ class EmbeddedTokenBackend:
         self, ids: list[int], sampling: SamplingParams, cancel: threading.Event
     ) -> Generation:
         runtime = self._runtime
+        end_ids = runtime.eog_ids
         logits = self._prefill(ids, cancel)
         sampler = TokenSampler(sampling)
         stops = [s.encode("utf-8") for s in sampling.stop if s]
@@ -211,7 +222,7 @@ class EmbeddedTokenBackend:
             token, logprob = sampler.sample(logits)
             out.append(token)
             logprobs.append(logprob)
-            if runtime.is_eog(token):
+            if token in end_ids:
                 finish = "stop"
                 break
             if stops and _hit_stop(text, runtime.piece(token), stops):
