@@ -9,7 +9,7 @@ option names when it passes ``option_names`` (e.g. ``{"token": "--sandbox-token"
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any, Literal, TypeAlias, get_args
 
@@ -42,6 +42,10 @@ def _kind(_inst: object, _attribute: attrs.Attribute[Any], value: str) -> None:
         )
 
 
+def _strs(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 def _optional_positive(_inst: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
     if value is not None and not value > 0:
         raise ConfigError(f"SandboxSpec.{attribute.name} must be positive, got {value}")
@@ -62,7 +66,7 @@ class SandboxSpec:
     kind: BackendKind = attrs.field(default="bwrap", validator=_kind)
     image: str | None = None
     allow_network: bool = False
-    urls: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    urls: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     token: str | None = attrs.field(default=None, repr=False)
     nomad_address: str | None = None
     nomad_token: str | None = attrs.field(default=None, repr=False)
@@ -70,7 +74,7 @@ class SandboxSpec:
     cpu: float | None = attrs.field(default=None, validator=_optional_positive)
     memory_mb: int | None = attrs.field(default=None, validator=_optional_positive)
     gpu: str | None = None
-    secrets: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    secrets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     idle_timeout_s: float | None = attrs.field(default=None, validator=_optional_positive)
     rollout_timeout_s: float | None = attrs.field(default=None, validator=_optional_positive)
 
