@@ -5,6 +5,7 @@ from hermes_envs.context import SlotRewardContext
 from hermes_envs.endless import EndlessTerminalsConfig, EndlessTerminalsEnv
 from hermes_envs.errors import DatasetError, PhaseTimeout, SetupError
 from hermes_envs.oracle import HasOracle
+from hermes_envs.prompt_override import SystemPromptOverride, with_system_prompt
 from hermes_envs.registry import EnvRegistry, EnvSpec
 from hermes_envs.runner import (
     GroupCallback,
@@ -40,10 +41,12 @@ __all__ = [
     "SlotToolExecutor",
     "SweSmithConfig",
     "SweSmithOracleEnv",
+    "SystemPromptOverride",
     "TerminalBenchConfig",
     "TerminalBenchEnv",
     "ToolsetDistribution",
     "ToolsetSelection",
     "default_registry",
     "resolve_toolsets",
+    "with_system_prompt",
 ]
