@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -476,3 +477,40 @@ async def test_failing_observer_is_logged_and_never_loses_the_rollout(
     assert len(failures) == len(seen)
     assert all(r.exc_info is not None for r in failures)
     assert "RolloutFinished" in failures[-1].getMessage()
+
+
+class ThreadRecordingTokenizer:
+    """The test tokenizer, recording (text length, thread name) of every encode call."""
+
+    def __init__(self, inner: HFTokenizer) -> None:
+        self.inner = inner
+        self.encodes: list[tuple[int, str]] = []
+
+    @property
+    def eos_token_id(self) -> int:
+        return self.inner.eos_token_id
+
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        self.encodes.append((len(text), threading.current_thread().name))
+        return self.inner.encode(text, add_special_tokens=add_special_tokens)
+
+    def decode(self, ids: Any) -> str:
+        return self.inner.decode(ids)
+
+
+@pytest.mark.anyio
+async def test_long_first_prompt_is_tokenized_off_the_event_loop(
+    kit: Any, hf_tokenizer: HFTokenizer
+) -> None:
+    tok = ThreadRecordingTokenizer(hf_tokenizer)
+    answer = [*hf_tokenizer.encode("ok"), hf_tokenizer.eos_token_id]
+    backend = kit.ScriptedTokenBackend([Generation(answer, [-1.0] * len(answer), "stop")])
+    model = TokenModel(backend, tok, hf_tokenizer.chat_template, kit.HermesTestParser())
+    long_user = [Message.user("hello world " * 3000)]
+    result = await AgentLoop(model).run(long_user, tools=[], executor=kit.RecordingExecutor())
+    assert result.stop_reason == StopReason.FINAL_ANSWER
+    prompt_text = hf_tokenizer.chat_template.render(long_user, add_generation_prompt=True)
+    assert backend.prompts[0] == hf_tokenizer.encode(prompt_text)
+    first_prompt = [name for size, name in tok.encodes if size == len(prompt_text)]
+    assert first_prompt
+    assert first_prompt[0] != threading.main_thread().name

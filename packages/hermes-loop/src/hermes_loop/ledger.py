@@ -154,12 +154,19 @@ class TokenLedger:
 
     def start(self, messages: Sequence[Message]) -> list[int]:
         """Render and tokenize the first prompt (once); return its ids."""
+        prompt = self._tok.encode(self.prompt_text(messages))
+        self.start_ids(prompt)
+        return prompt
+
+    def prompt_text(self, messages: Sequence[Message]) -> str:
+        """The first prompt as text (rendered with the generation prompt)."""
+        return self._template.render(messages, tools=self._tools, add_generation_prompt=True)
+
+    def start_ids(self, prompt: Sequence[int]) -> None:
+        """Start with the tokenized :meth:`prompt_text` (for callers that tokenize elsewhere)."""
         if self.ids:
             raise RuntimeError("the ledger already holds a prompt")
-        text = self._template.render(messages, tools=self._tools, add_generation_prompt=True)
-        prompt = self._tok.encode(text)
         self._append_context(prompt)
-        return prompt
 
     def add_generation(self, generation: Generation) -> None:
         """Append sampled ids as trainable, with their logprobs."""

@@ -128,6 +128,7 @@ class AgentLoop:
         limits = self.limits
         try:
             session = self.model.open(state.messages, tools, self.sampling)
+            await session.start()
         except Exception as exc:
             state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
             return

@@ -48,7 +48,9 @@ class TurnOutput:
 
 
 class Session(Protocol):
-    """Per-rollout generation state."""
+    """Per-rollout generation state; :meth:`start` once before the first turn."""
+
+    async def start(self) -> None: ...
 
     def context_tokens(self) -> int: ...
 
@@ -121,6 +123,9 @@ class _ChatSession:
         self._sampling = sampling
         self._context = 0
         self._ids = CallIds()
+
+    async def start(self) -> None:
+        return None
 
     def context_tokens(self) -> int:
         return self._context
@@ -233,7 +238,12 @@ class _TokenSession:
             bridge=model.bridge(tools),
             end_token_ids=model.end_token_ids,
         )
-        self.ledger.start(messages)
+        self._messages = messages
+
+    async def start(self) -> None:
+        """Render the first prompt and tokenize it once (in a thread when it is long)."""
+        text = self.ledger.prompt_text(self._messages)
+        self.ledger.start_ids(await _offload(self._model.tokenizer.encode, text, len(text)))
 
     def context_tokens(self) -> int:
         return len(self.ledger)
