@@ -2,8 +2,9 @@
 
 ``BACKENDS`` is the list of backends the conformance suite runs against: a dict from a name to
 a :class:`BackendCase` whose ``make`` is an async context manager factory yielding a started
-``HostBackend`` (given a scratch directory). Add a backend by adding an entry; set
-``skip_reason`` to skip it where it cannot run (e.g. no Docker daemon).
+``HostBackend`` (given a scratch directory and, for ``shared`` cases, the session's
+``SharedCluster`` of sandbox servers and fake Nomad, else ``None``). Add a backend by adding an
+entry; set ``skip_reason`` to skip it where it cannot run (e.g. no Docker daemon).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 
 SCRATCH_PARENT = Path("/tmp/hermes-sandbox-tests")
 
-MakeBackend = Callable[[Path], contextlib.AbstractAsyncContextManager[HostBackend]]
+MakeBackend = Callable[[Path, Any], contextlib.AbstractAsyncContextManager[HostBackend]]
 
 
 @attrs.frozen
@@ -47,15 +48,17 @@ class BackendCase:
     confined_exec_cwd: bool = True
     """``exec(cwd=...)`` outside the workspace raises ``WorkspaceEscape``."""
     skip_reason: Callable[[], str | None] = lambda: None
+    shared: bool = False
+    """Uses the session's ``shared_cluster`` (servers started once, checked after each test)."""
 
 
 @contextlib.asynccontextmanager
-async def _local(root: Path) -> AsyncIterator[HostBackend]:
+async def _local(root: Path, _: object) -> AsyncIterator[HostBackend]:
     yield LocalBackend(LocalConfig(root_dir=str(root)))
 
 
 @contextlib.asynccontextmanager
-async def _bwrap(root: Path) -> AsyncIterator[HostBackend]:
+async def _bwrap(root: Path, _: object) -> AsyncIterator[HostBackend]:
     yield BwrapBackend(BwrapConfig(root_dir=str(root)))
 
 
@@ -67,7 +70,7 @@ BACKENDS: dict[str, BackendCase] = {
 
 # --- cluster backends (issue 6 part B): remote server, modal fake, nomad fake, docker. --------
 # Defined in test_server_cluster_cases.py, loaded by path (test folders are not packages).
-def _cluster_cases() -> dict[str, BackendCase]:
+def _cluster_module() -> Any:
     import importlib.util
 
     path = Path(__file__).with_name("test_server_cluster_cases.py")
@@ -76,11 +79,11 @@ def _cluster_cases() -> dict[str, BackendCase]:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    cases: dict[str, BackendCase] = module.cluster_cases(BackendCase)
-    return cases
+    return module
 
 
-BACKENDS.update(_cluster_cases())
+_CLUSTER = _cluster_module()
+BACKENDS.update(_CLUSTER.cluster_cases(BackendCase))
 # --- end of cluster backends ------------------------------------------------------------------
 
 
@@ -138,18 +141,32 @@ def leftover_processes() -> Callable[[str], list[int]]:
     return _leftover_processes
 
 
+@pytest.fixture(scope="session")
+def shared_cluster() -> Iterator[Any]:
+    """Sandbox servers and a fake Nomad started once for the session (see the cluster cases)."""
+    SCRATCH_PARENT.mkdir(mode=0o755, exist_ok=True)
+    SCRATCH_PARENT.chmod(0o755)
+    with _CLUSTER.shared_cluster(SCRATCH_PARENT) as cluster:
+        yield cluster
+
+
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_case(request: pytest.FixtureRequest) -> BackendCase:
     case = BACKENDS[request.param]
     reason = case.skip_reason()
     if reason:
         pytest.skip(reason)
+    if case.shared:  # started before the test's leak checks take their snapshot
+        request.getfixturevalue("shared_cluster")
     return case
 
 
 @pytest.fixture
-async def host_backend(backend_case: BackendCase, sandbox_root: Path) -> AsyncIterator[HostBackend]:
-    async with backend_case.make(sandbox_root) as backend:
+async def host_backend(
+    backend_case: BackendCase, sandbox_root: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[HostBackend]:
+    shared = request.getfixturevalue("shared_cluster") if backend_case.shared else None
+    async with backend_case.make(sandbox_root, shared) as backend:
         yield backend
 
 

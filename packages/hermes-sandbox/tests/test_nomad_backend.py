@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from hermes_protocols import SandboxError
-from hermes_sandbox import HostSpec
+from hermes_sandbox import HostSpec, PoolConfig, SlotPool
 from hermes_sandbox.backends.nomad import (
     NomadBackend,
     NomadConfig,
@@ -166,3 +166,33 @@ def test_docker_job_payload() -> None:
     assert job["TaskGroups"][0]["RestartPolicy"]["Attempts"] == 0
     with pytest.raises(ValueError, match="image"):
         NomadConfig(driver="docker")
+
+
+async def test_fake_lends_prewarmed_processes_and_takes_them_back(
+    nomad: tuple[Any, str],
+) -> None:
+    """The conformance suite's process recycling: only prewarmed, only for identical tasks."""
+    fake, url = nomad
+    config = _config(url, server_token="prewarm-server-token", poll_interval_s=0.05)
+    task = job_payload(config, "j", "p", 1, "prewarm-server-token")["Job"]["TaskGroups"][0]
+    await fake.prewarm(task["Tasks"][0], 1)
+    backend = NomadBackend(config)
+    try:
+        for round_ in range(2):
+            pool_config = PoolConfig(name=f"warm{round_}", slots_per_host=1, max_hosts=1)
+            async with SlotPool(backend, pool_config) as pool:
+                slot = await pool.acquire("t")
+                assert (await slot.exec("echo hi > f; cat f", timeout=20)).stdout == "hi\n"
+                await pool.release(slot)
+            assert fake.live_allocations() == []
+            assert fake.running_processes() == 0
+        assert fake.reused == 2
+        # Another slot count is another task: a fresh process, stopped with its allocation.
+        async with SlotPool(backend, PoolConfig(name="cold", slots_per_host=2)) as pool:
+            slot = await pool.acquire("t")
+            assert fake.running_processes() == 1
+            await pool.release(slot)
+        assert fake.reused == 2
+        assert fake.running_processes() == 0
+    finally:
+        await backend.aclose()

@@ -10,6 +10,12 @@ It follows the documented endpoints and payloads the nomad backend uses: ``POST 
 ``${NOMAD_*}`` variables interpolated; the ``docker`` driver has no engine here, so its
 allocations fail with the "Driver Failure" event Nomad reports for an image pull error.
 The conftest loads this file by path.
+
+With :meth:`FakeNomad.prewarm`, raw_exec processes started ahead of time for a given task are
+handed to allocations of an identical task and taken back (still running, already reset by
+the backend) when the allocation stops, so a test session starts each server once; the
+backend sees ordinary allocations. Processes not started by ``prewarm`` always stop with
+their allocation.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 import uvicorn
 from anyio.abc import Process
@@ -46,6 +54,10 @@ class FakeNomad:
         self.scale_requests: list[dict[str, Any]] = []
         self.index = itertools.count(1)
         self._tg: anyio.abc.TaskGroup | None = None
+        self._idle: dict[tuple[Any, ...], list[_Warm]] = {}
+        self._lent: dict[str, tuple[tuple[Any, ...], _Warm]] = {}
+        self._logs: dict[Process, Path] = {}
+        self.reused = 0
 
     # -- allocation lifecycle ---------------------------------------------------------------
 
@@ -54,13 +66,57 @@ class FakeNomad:
             value = value.replace("${" + key + "}", val)
         return value
 
+    async def _spawn(
+        self, task: dict[str, Any], port: int, alloc_dir: Path, alloc_id: str
+    ) -> Process:
+        """Run the raw_exec task's command with Nomad's variables interpolated."""
+        await anyio.Path(alloc_dir).mkdir(parents=True)
+        nomad_env = {
+            "NOMAD_PORT_http": str(port),
+            "NOMAD_IP_http": "127.0.0.1",
+            "NOMAD_ALLOC_DIR": str(alloc_dir),
+            "NOMAD_ALLOC_ID": alloc_id,
+        }
+        argv = [task["Config"]["command"]] + [
+            self._interpolate(a, nomad_env) for a in task["Config"].get("args", [])
+        ]
+        log_dir = self.root / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = log_dir / f"{alloc_id[:8]}.stderr"
+        with open(log, "wb") as stderr:  # noqa: ASYNC230 - like `nomad alloc logs -stderr`
+            process = await anyio.open_process(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env={**os.environ, **nomad_env, **task.get("Env", {})},
+            )
+        self._logs[process] = log
+        assert self._tg is not None
+        self._tg.start_soon(self._watch, process)
+        return process
+
+    async def prewarm(self, task: dict[str, Any], count: int) -> None:
+        """Start ``count`` processes of raw_exec ``task`` for allocations of the same task."""
+        for _ in range(count):
+            warm_id = f"warm{next(self.index):04d}"
+            port = _free_port()
+            alloc_dir = self.root / warm_id
+            process = await self._spawn(task, port, alloc_dir, warm_id)
+            self._idle.setdefault(_task_key(task), []).append(_Warm(process, port, alloc_dir))
+
     async def _start_alloc(self, job: dict[str, Any], group: dict[str, Any], idx: int) -> None:
         alloc_id = str(uuid.uuid4())
         task = group["Tasks"][0]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        alloc_dir = self.root / alloc_id[:8]
+        warm = None
+        if task["Driver"] == "raw_exec":
+            idle = self._idle.get(_task_key(task), [])
+            while idle and warm is None:
+                candidate = idle.pop()
+                if candidate.process.returncode is None:
+                    warm = candidate
+        port = warm.port if warm is not None else _free_port()
+        alloc_dir = warm.alloc_dir if warm is not None else self.root / alloc_id[:8]
         alloc: dict[str, Any] = {
             "ID": alloc_id,
             "Name": f"{job['ID']}.{group['Name']}[{idx}]",
@@ -100,42 +156,26 @@ class FakeNomad:
             )
             alloc["ClientStatus"] = "failed"
             return
-        alloc_dir.mkdir(parents=True)
-        nomad_env = {
-            "NOMAD_PORT_http": str(port),
-            "NOMAD_IP_http": "127.0.0.1",
-            "NOMAD_ALLOC_DIR": str(alloc_dir),
-            "NOMAD_ALLOC_ID": alloc_id,
-        }
-        argv = [task["Config"]["command"]] + [
-            self._interpolate(a, nomad_env) for a in task["Config"].get("args", [])
-        ]
-        log_dir = self.root / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = log_dir / f"{alloc_id[:8]}.stderr"
-        with open(log, "wb") as stderr:  # noqa: ASYNC230 - like `nomad alloc logs -stderr`
-            process = await anyio.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env={**os.environ, **nomad_env, **task.get("Env", {})},
-            )
+        if warm is not None:
+            process = warm.process
+            self._lent[alloc_id] = (_task_key(task), warm)
+            self.reused += 1
+        else:
+            process = await self._spawn(task, port, alloc_dir, alloc_id)
         self.processes[alloc_id] = process
         alloc["ClientStatus"] = "running"
         state["State"] = "running"
         state["Events"].append({"Type": "Started", "DisplayMessage": "Task started by client"})
-        assert self._tg is not None
-        self._tg.start_soon(self._watch, alloc_id, process)
 
-    async def _watch(self, alloc_id: str, process: Process) -> None:
+    async def _watch(self, process: Process) -> None:
         code = await process.wait()
-        alloc = self.allocs[alloc_id]
-        if alloc["DesiredStatus"] == "run":
+        owners = [a for a, p in self.processes.items() if p is process]
+        alloc = self.allocs.get(owners[0]) if owners else None
+        if alloc is not None and alloc["DesiredStatus"] == "run":
             alloc["ClientStatus"] = "failed"
             for state in alloc["TaskStates"].values():
                 state.update(State="dead", Failed=True)
-                log = self.root / "logs" / f"{alloc_id[:8]}.stderr"
+                log = self._logs[process]
                 tail = (
                     log.read_text(errors="replace").strip().splitlines()[-1:]
                     if log.exists()
@@ -148,6 +188,22 @@ class FakeNomad:
         alloc = self.allocs[alloc_id]
         alloc["DesiredStatus"] = "stop"
         process = self.processes.pop(alloc_id, None)
+        lent = self._lent.pop(alloc_id, None)
+        if lent is not None and process is not None and process.returncode is None:
+            key, warm = lent  # back to the idle processes, still running
+            self._idle.setdefault(key, []).append(warm)
+            if alloc["ClientStatus"] in ("pending", "running"):
+                alloc["ClientStatus"] = "complete"
+            return
+        await self._kill(process)
+        if alloc["ClientStatus"] in ("pending", "running"):
+            alloc["ClientStatus"] = "complete"
+        alloc_dir = lent[1].alloc_dir if lent is not None else self.root / alloc_id[:8]
+        await anyio.to_thread.run_sync(
+            lambda: subprocess.run(["rm", "-rf", str(alloc_dir)], check=False)
+        )
+
+    async def _kill(self, process: Process | None) -> None:
         if process is not None and process.returncode is None:
             process.send_signal(signal.SIGTERM)
             with anyio.move_on_after(60):
@@ -155,11 +211,6 @@ class FakeNomad:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
-        if alloc["ClientStatus"] in ("pending", "running"):
-            alloc["ClientStatus"] = "complete"
-        await anyio.to_thread.run_sync(
-            lambda: subprocess.run(["rm", "-rf", str(self.root / alloc_id[:8])], check=False)
-        )
 
     async def _reconcile(self, job_id: str) -> None:
         job = self.jobs[job_id]
@@ -272,7 +323,12 @@ class FakeNomad:
         )
 
     def running_processes(self) -> int:
+        """Processes serving allocations (idle prewarmed ones not counted)."""
         return sum(1 for p in self.processes.values() if p.returncode is None)
+
+    def live_allocations(self) -> list[str]:
+        """Names of allocations still desired to run (jobs not stopped or purged)."""
+        return [a["Name"] for a in self.allocs.values() if a["DesiredStatus"] == "run"]
 
     @contextlib.asynccontextmanager
     async def serve(self) -> AsyncIterator[str]:
@@ -293,9 +349,43 @@ class FakeNomad:
                     with anyio.CancelScope(shield=True):
                         for alloc_id in list(self.processes):
                             await self._stop_alloc(alloc_id)
+                        for warms in self._idle.values():
+                            for warm in warms:
+                                await self._kill(warm.process)
+                                await anyio.to_thread.run_sync(
+                                    lambda d=warm.alloc_dir: shutil.rmtree(d, ignore_errors=True)
+                                )
+                        self._idle.clear()
                         server.should_exit = True
         finally:
             sock.close()
+
+
+@attrs.frozen
+class _Warm:
+    """A prewarmed raw_exec process, its port and its allocation directory."""
+
+    process: Process
+    port: int
+    alloc_dir: Path
+
+
+def _task_key(task: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two tasks run the same process (everything but Nomad's own variables)."""
+    config = task["Config"]
+    return (
+        task["Driver"],
+        config.get("command"),
+        tuple(config.get("args", [])),
+        tuple(sorted(task.get("Env", {}).items())),
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def test_alloc_helpers_read_documented_shapes() -> None:

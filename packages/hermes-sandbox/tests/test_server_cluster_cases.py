@@ -1,15 +1,22 @@
 """Conformance-suite backends of the cluster side: remote server, modal fake, nomad fake, docker.
 
 ``cluster_cases(BackendCase)`` returns the entries the conftest adds to ``BACKENDS`` (this file
-is loaded by path: test folders are not packages). Each factory starts real things under the
-scratch root and removes all of it on exit:
+is loaded by path: test folders are not packages). Each factory gets the test's scratch root
+and the session's :class:`SharedCluster`, and leaves nothing behind on exit:
 
-- ``remote-server``: four in-process sandbox servers (bwrap inside, 25 slots each) on loopback.
+- ``remote-server``: four sandbox servers (bwrap inside, 25 slots each) on loopback, started
+  once per session; after each test every slot workspace must be empty again.
 - ``modal-fake``: the modal backend over the signature-checked fake SDK (local processes, so
   not isolated).
-- ``nomad-fake``: the nomad backend over the fake Nomad API whose allocations are real
-  ``hermes-sandbox serve`` processes (bwrap inside).
+- ``nomad-fake``: the nomad backend over one fake Nomad API per session whose allocations are
+  real ``hermes-sandbox serve`` processes (bwrap inside), prewarmed for the tasks the
+  conformance tests register (see ``FakeNomad.prewarm``); after each test the pool's job must be
+  purged and every slot workspace empty.
 - ``docker``: real containers, skipped with the reason when no daemon answers.
+
+The shared servers and the fake Nomad run in a blocking portal (their own event loop thread),
+so they outlive each test's event loop; the session fixture checks that stopping them leaves
+no process, cgroup or directory behind.
 """
 
 from __future__ import annotations
@@ -19,22 +26,29 @@ import importlib.util
 import os
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import anyio
+import psutil
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hermes_sandbox import BwrapBackend, BwrapConfig, HostBackend
+from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 from hermes_sandbox.backends.docker import DockerBackend, DockerConfig, docker_available
 from hermes_sandbox.backends.modal import ModalBackend, ModalConfig
-from hermes_sandbox.backends.nomad import NomadBackend, NomadConfig
+from hermes_sandbox.backends.nomad import NomadBackend, NomadConfig, job_payload
 from hermes_sandbox.backends.remote import RemoteBackend, RemoteConfig
 from hermes_sandbox.server import ServerConfig, running_server
 
 TOKEN = "conformance-token"
 SERVERS = 4
 SLOTS_PER_SERVER = 25
+NOMAD_SERVER_TOKEN = "conformance-nomad-server-token"
+NOMAD_WARM = {1: 1, 2: 1, 25: 4}
+"""Prewarmed servers per slot count: the conformance pools use 1, 2 and 4 x 25 slots."""
 
 
 def load_helper(filename: str) -> ModuleType:
@@ -52,25 +66,102 @@ async def _rmtree(path: Path) -> None:
     await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
-@contextlib.asynccontextmanager
-async def remote_servers(root: Path) -> AsyncIterator[HostBackend]:
-    data = root / "servers"
+def _nomad_config(url: str) -> NomadConfig:
+    return NomadConfig(
+        address=url,
+        driver="raw_exec",
+        command=str(Path(sys.executable).with_name("hermes-sandbox")),
+        server_token=NOMAD_SERVER_TOKEN,
+        poll_interval_s=0.05,
+        start_timeout_s=120.0,
+    )
+
+
+def _slot_dirs(root: Path) -> list[Path]:
+    return [p for p in root.glob("**/hosts/*/slots/*") if p.is_dir()]
+
+
+class SharedCluster:
+    """Sandbox servers and a fake Nomad started once per test session, in a portal thread."""
+
+    def __init__(self, root: Path, portal: BlockingPortal, stack: contextlib.ExitStack) -> None:
+        self.root = root
+        self._portal = portal
+        self._stack = stack
+        self.urls: list[str] = []
+        self.nomad: Any = None
+        self.nomad_url = ""
+
+    def start(self) -> None:
+        data = self.root / "servers"
+        for i in range(SERVERS):
+            backend = BwrapBackend(BwrapConfig(root_dir=str(data / str(i) / "hosts")))
+            config = ServerConfig(slots=SLOTS_PER_SERVER, data_dir=str(data / str(i)), token=TOKEN)
+            server = running_server(config, backend)
+            self.urls.append(
+                self._stack.enter_context(self._portal.wrap_async_context_manager(server))
+            )
+        self.nomad = load_helper("test_nomad_fake_api.py").FakeNomad(self.root / "nomad")
+        serve = self._portal.wrap_async_context_manager(self.nomad.serve())
+        self.nomad_url = self._stack.enter_context(serve)
+        config = _nomad_config(self.nomad_url)
+        for slots, count in NOMAD_WARM.items():
+            task = job_payload(config, "warm", "warm", slots, NOMAD_SERVER_TOKEN)
+            self._portal.call(self.nomad.prewarm, task["Job"]["TaskGroups"][0]["Tasks"][0], count)
+
+    async def nomad_state(self) -> tuple[list[str], int]:
+        """(names of allocations desired running, processes serving allocations)."""
+
+        def read() -> tuple[list[str], int]:
+            return self.nomad.live_allocations(), self.nomad.running_processes()
+
+        return await anyio.to_thread.run_sync(self._portal.call, read)
+
+    def server_roots(self) -> list[str]:
+        return [str(self.root / "servers" / str(i) / "hosts") for i in range(SERVERS)]
+
+    def dirty_workspaces(self) -> list[str]:
+        """Slot workspaces of the shared servers that are not empty."""
+        return [str(p) for p in _slot_dirs(self.root) if any(p.iterdir())]
+
+    async def check_clean(self, what: str) -> None:
+        dirty = await anyio.to_thread.run_sync(self.dirty_workspaces)
+        assert dirty == [], f"{what}: slot workspaces not reset: {dirty[:5]}"
+
+
+@contextlib.contextmanager
+def shared_cluster(parent: Path) -> Iterator[SharedCluster]:
+    """Start the session's servers and fake Nomad; on exit check they left nothing behind."""
+    root = parent / f"shared-{uuid.uuid4().hex[:8]}"
+    root.mkdir(mode=0o755)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            urls = []
-            for i in range(SERVERS):
-                backend = BwrapBackend(BwrapConfig(root_dir=str(data / str(i) / "hosts")))
-                config = ServerConfig(
-                    slots=SLOTS_PER_SERVER, data_dir=str(data / str(i)), token=TOKEN
-                )
-                urls.append(await stack.enter_async_context(running_server(config, backend)))
-            yield RemoteBackend(RemoteConfig(urls=urls, token=TOKEN))
+        with start_blocking_portal() as portal, contextlib.ExitStack() as stack:
+            cluster = SharedCluster(root, portal, stack)
+            cluster.start()
+            yield cluster
+        left = {p.pid for p in psutil.Process().children(recursive=True)} - before
+        assert [pid for pid in left if psutil.pid_exists(pid)] == [], "servers left running"
+        assert _slot_dirs(root) == [], "server workspaces left behind"
+        cgroups = [
+            base
+            for hosts in cluster.server_roots()
+            for base in controller_bases(subtree_for(hosts)).values()
+            if os.path.isdir(base)
+        ]
+        assert cgroups == [], f"cgroups left behind: {cgroups}"
     finally:
-        await _rmtree(data)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.asynccontextmanager
-async def modal_fake(root: Path) -> AsyncIterator[HostBackend]:
+async def remote_servers(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
+    yield RemoteBackend(RemoteConfig(urls=shared.urls, token=TOKEN))
+    await shared.check_clean("remote-server")
+
+
+@contextlib.asynccontextmanager
+async def modal_fake(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
     fake = load_helper("test_modal_fake_sdk.py").FakeModal()
     config = ModalConfig(workspace_root=str(root / "modal" / "{host_id}"))
     try:
@@ -82,29 +173,20 @@ async def modal_fake(root: Path) -> AsyncIterator[HostBackend]:
 
 
 @contextlib.asynccontextmanager
-async def nomad_fake(root: Path) -> AsyncIterator[HostBackend]:
-    fake = load_helper("test_nomad_fake_api.py").FakeNomad(root / "nomad")
+async def nomad_fake(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
+    backend = NomadBackend(_nomad_config(shared.nomad_url))
     try:
-        async with fake.serve() as url:
-            backend = NomadBackend(
-                NomadConfig(
-                    address=url,
-                    driver="raw_exec",
-                    command=str(Path(sys.executable).with_name("hermes-sandbox")),
-                    poll_interval_s=0.1,
-                    start_timeout_s=120.0,
-                )
-            )
-            try:
-                yield backend
-            finally:
-                await backend.aclose()
+        yield backend
+        live, serving = await shared.nomad_state()
     finally:
-        await _rmtree(root / "nomad")
+        await backend.aclose()
+    assert live == [], f"allocations still running after the pool closed: {live}"
+    assert serving == 0, "allocation processes still serving after the pool closed"
+    await shared.check_clean("nomad-fake")
 
 
 @contextlib.asynccontextmanager
-async def docker(root: Path) -> AsyncIterator[HostBackend]:
+async def docker(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
     yield DockerBackend(DockerConfig())
 
 
@@ -117,9 +199,9 @@ def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
     """The cluster backends as ``BackendCase`` entries (``case`` is the conftest's class)."""
     unprivileged_local = os.geteuid() != 0
     return {
-        "remote-server": case(remote_servers, isolated=True, unprivileged=True),
+        "remote-server": case(remote_servers, isolated=True, unprivileged=True, shared=True),
         "modal-fake": case(modal_fake, isolated=False, unprivileged=unprivileged_local),
-        "nomad-fake": case(nomad_fake, isolated=True, unprivileged=True),
+        "nomad-fake": case(nomad_fake, isolated=True, unprivileged=True, shared=True),
         "docker": case(docker, isolated=False, unprivileged=False, skip_reason=_docker_skip),
     }
 

@@ -8,7 +8,7 @@ SandboxTimeout).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -29,11 +29,15 @@ __all__ = [
 ]
 
 
+def _url_tuple(urls: Iterable[str]) -> tuple[str, ...]:
+    return tuple(urls)
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class RemoteConfig:
     """The servers this backend may use (one host each) and their bearer token."""
 
-    urls: tuple[str, ...] = attrs.field(converter=tuple)
+    urls: tuple[str, ...] = attrs.field(converter=_url_tuple)
     token: str
     timeouts: RemoteTimeouts = attrs.field(factory=RemoteTimeouts)
 
