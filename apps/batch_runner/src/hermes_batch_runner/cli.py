@@ -69,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     src = p.add_argument_group("what to run")
-    src.add_argument("--env", metavar="NAME", help="registered environment (endless_terminals)")
+    src.add_argument(
+        "--env",
+        metavar="NAME",
+        help="registered environment (endless_terminals, swe_smith_oracle, terminal_bench)",
+    )
     src.add_argument("--dataset", metavar="FILE.jsonl", help="hermes-agent batch JSONL instead")
     src.add_argument(
         "--skip-bad-lines",

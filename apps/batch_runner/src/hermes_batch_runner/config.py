@@ -18,12 +18,13 @@ import attrs
 import cattrs
 import yaml  # type: ignore[import-untyped]
 from hermes_protocols import ConfigError, JSONObject
+from hermes_sandbox.factory import BACKEND_KINDS, BackendKind
 
 from hermes_batch_runner.errors import ResumeMismatch
 
-SandboxName: TypeAlias = Literal["bwrap", "local", "docker", "modal", "nomad", "remote"]
+SandboxName: TypeAlias = BackendKind
 ServerType: TypeAlias = Literal["openai", "sglang", "vllm", "llama_cpp", "embedded"]
-SANDBOXES: tuple[str, ...] = ("bwrap", "local", "docker", "modal", "nomad", "remote")
+SANDBOXES: tuple[str, ...] = BACKEND_KINDS
 SERVER_TYPES: tuple[str, ...] = ("openai", "sglang", "vllm", "llama_cpp", "embedded")
 DEFAULT_ENV = "endless_terminals"
 DEFAULT_ENV_ITEMS = 2

@@ -2,71 +2,44 @@
 
 from __future__ import annotations
 
-from hermes_protocols import ConfigError, Toolset
-from hermes_sandbox import BwrapBackend, BwrapConfig, HostBackend, LocalBackend, PoolConfig
-from hermes_sandbox.tools import NamedToolset, TerminalTool, file_toolset
+from hermes_protocols import Toolset
+from hermes_sandbox import HostBackend, PoolConfig
+from hermes_sandbox.factory import SandboxSpec
+from hermes_sandbox.factory import build_backend as build_sandbox_backend
+from hermes_sandbox.factory import build_toolsets as build_sandbox_toolsets
 
 from hermes_batch_runner.config import RunConfig
-from hermes_batch_runner.credentials import Credentials
+from hermes_batch_runner.credentials import SANDBOX_TOKEN_VARIABLE, Credentials
 
 #: seconds a terminal command may ask for at most, above --command-timeout's default
 MAX_COMMAND_TIMEOUT_S = 600
 
+#: SandboxSpec fields -> the options that set them, for error messages
+OPTION_NAMES = {
+    "image": "--sandbox-image",
+    "urls": "--sandbox-url",
+    "token": f"--sandbox-token or ${SANDBOX_TOKEN_VARIABLE}",
+    "nomad_address": "--nomad-address",
+}
+
+
+def sandbox_spec(config: RunConfig, credentials: Credentials) -> SandboxSpec:
+    """The ``--sandbox*`` options (and the sandbox credentials) as a hermes-sandbox spec."""
+    return SandboxSpec(
+        kind=config.sandbox,
+        image=config.sandbox_image,
+        allow_network=config.sandbox_allow_network,
+        urls=config.sandbox_url,
+        token=credentials.sandbox_token,
+        nomad_address=config.nomad_address,
+        nomad_token=credentials.nomad_token,
+        rollout_timeout_s=config.rollout_timeout,
+    )
+
 
 def build_backend(config: RunConfig, credentials: Credentials) -> HostBackend:
     """The backend named by ``--sandbox``; unavailable ones fail with what to do instead."""
-    name = config.sandbox
-    if name == "bwrap":
-        return BwrapBackend(BwrapConfig(allow_network=config.sandbox_allow_network))
-    if name == "local":
-        return LocalBackend()
-    if name == "modal":
-        from hermes_sandbox.backends.modal import ModalBackend, ModalConfig
-
-        return ModalBackend(
-            ModalConfig(
-                image=config.sandbox_image or "python:3.12-slim",
-                rollout_timeout_s=config.rollout_timeout,
-                block_network=not config.sandbox_allow_network,
-            )
-        )
-    if name == "remote":
-        from hermes_sandbox.backends.remote import RemoteBackend, RemoteConfig
-
-        if not credentials.sandbox_token:
-            raise ConfigError(
-                "--sandbox remote needs the servers' token: --sandbox-token or "
-                "$HERMES_SANDBOX_TOKEN"
-            )
-        remote = RemoteConfig(
-            urls=config.sandbox_url,  # type: ignore[arg-type]  # attrs converter=tuple
-            token=credentials.sandbox_token,
-        )
-        return RemoteBackend(remote)
-    if name == "docker":
-        from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
-
-        return DockerBackend(
-            DockerConfig(
-                image=config.sandbox_image or "python:3.12-slim",
-                allow_network=config.sandbox_allow_network,
-            )
-        )
-    from hermes_sandbox.backends.nomad import NomadBackend, NomadConfig
-
-    if not config.sandbox_image:
-        raise ConfigError(
-            "--sandbox nomad needs --sandbox-image (an image with hermes-sandbox and bubblewrap)"
-        )
-    assert config.nomad_address is not None  # RunConfig checks it
-    return NomadBackend(
-        NomadConfig(
-            address=config.nomad_address,
-            token=credentials.nomad_token,
-            image=config.sandbox_image,
-            allow_network=config.sandbox_allow_network,
-        )
-    )
+    return build_sandbox_backend(sandbox_spec(config, credentials), option_names=OPTION_NAMES)
 
 
 def pool_config(config: RunConfig, run_name: str) -> PoolConfig:
@@ -82,9 +55,4 @@ def pool_config(config: RunConfig, run_name: str) -> PoolConfig:
 
 def build_toolsets(config: RunConfig) -> list[Toolset]:
     """hermes-agent's ``terminal`` (``--command-timeout`` as its default) and ``file``."""
-    default = int(config.command_timeout)
-    terminal = NamedToolset(
-        "terminal",
-        (TerminalTool(default_timeout=default, max_timeout=max(default, MAX_COMMAND_TIMEOUT_S)),),
-    )
-    return [terminal, file_toolset()]
+    return list(build_sandbox_toolsets(config.command_timeout, MAX_COMMAND_TIMEOUT_S))
