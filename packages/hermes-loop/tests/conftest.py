@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 import uvicorn
 from hermes_loop import HFTokenizer
@@ -369,6 +372,71 @@ def free_port() -> int:
     return port
 
 
+class ScriptedRuntime:
+    """Stands in for the embedded ``LlamaRuntime``: each evaluation returns logits whose argmax
+    is the next id of ``script`` (after ``delay_s``); ``eog_ids`` are the declared
+    end-of-generation ids."""
+
+    def __init__(
+        self,
+        script: Sequence[int],
+        eog_ids: set[int],
+        n_vocab: int = 400,
+        *,
+        delay_s: float = 0.0,
+    ) -> None:
+        self.script = list(script)
+        self.delay_s = delay_s
+        self.started = threading.Event()
+        self.closed = False
+        self.eog_ids = frozenset(eog_ids)
+        self.n_vocab = n_vocab
+        self.n_ctx = 4096
+        self.n_batch = 512
+        self._tokens: list[int] = []
+
+    @property
+    def cached(self) -> tuple[int, ...]:
+        return tuple(self._tokens)
+
+    @property
+    def n_cached(self) -> int:
+        return len(self._tokens)
+
+    def common_prefix(self, ids: Sequence[int]) -> int:
+        n = 0
+        for a, b in zip(self._tokens, ids, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def truncate(self, keep: int) -> None:
+        del self._tokens[keep:]
+
+    def _next_logits(self) -> Any:
+        self.started.set()
+        if self.delay_s:
+            time.sleep(self.delay_s)  # a worker thread: stands for llama_decode's compute
+        logits = np.zeros(self.n_vocab, dtype=np.float32)
+        logits[self.script.pop(0)] = 12.0
+        return logits
+
+    def feed(self, ids: Sequence[int], *, all_logits: bool = False) -> Any:
+        self._tokens.extend(ids)
+        return self._next_logits()
+
+    def feed_one(self, token: int) -> Any:
+        self._tokens.append(token)
+        return self._next_logits()
+
+    def piece(self, token: int) -> bytes:
+        return b"x"
+
+    def close(self) -> None:
+        self.closed = True
+
+
 class Kit:
     """Test helpers handed to tests through the ``kit`` fixture (tests cannot import conftest)."""
 
@@ -380,6 +448,7 @@ class Kit:
     ScriptedTokenBackend = ScriptedTokenBackend
     ScriptedChatBackend = ScriptedChatBackend
     RecordingExecutor = RecordingExecutor
+    ScriptedRuntime = ScriptedRuntime
     HermesTestParser = HermesTestParser
     ScriptedHTTPServer = ScriptedHTTPServer
     json_reply = staticmethod(json_reply)

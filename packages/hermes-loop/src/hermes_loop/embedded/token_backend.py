@@ -63,6 +63,7 @@ class EmbeddedTokenBackend:
         self._runtime = runtime
         self._queue = anyio.Lock()
         self._engine = threading.Lock()
+        self._closing = False  # set by aclose: queued requests fail instead of running
         self._closed = False
         self.timeout_s = timeout_s
         #: prompt tokens reused from the KV cache / evaluated by the last request
@@ -124,7 +125,8 @@ class EmbeddedTokenBackend:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Wait for the running request (if any), then free the model."""
+        """Let the running request (if any) finish, fail the queued ones, free the model."""
+        self._closing = True
         with anyio.CancelScope(shield=True):
             async with self._queue:
                 if self._closed:
@@ -171,7 +173,7 @@ class EmbeddedTokenBackend:
         try:
             with anyio.fail_after(timeout):
                 async with self._queue:
-                    if self._closed:
+                    if self._closing:
                         raise BackendError("the embedded backend is closed")
                     return await anyio.to_thread.run_sync(work, cancel, abandon_on_cancel=True)
         except TimeoutError as exc:

@@ -1,75 +1,25 @@
-"""The embedded token backend stops on every end-of-generation id the model declares, and the
-loop treats a turn ended by any of them exactly (no model load: a scripted llama runtime)."""
+"""The embedded token backend around a scripted llama runtime (no model load): it stops on every
+end-of-generation id the model declares, the loop treats a turn ended by any of them exactly,
+and closing it fails queued requests instead of running them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+import anyio
+import anyio.to_thread
 import pytest
 from hermes_loop import AgentLoop, HFTokenizer, TokenModel
 from hermes_loop.embedded import EmbeddedTokenBackend
-from hermes_protocols import Message, SamplingParams, StopReason
+from hermes_protocols import BackendError, Generation, Message, SamplingParams, StopReason
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=64)
 
 
-class ScriptedRuntime:
-    """Stands in for :class:`LlamaRuntime`: each evaluation returns logits whose argmax is the
-    next id of ``script``; ``eog_ids`` are the declared end-of-generation ids."""
-
-    def __init__(self, script: Sequence[int], eog_ids: set[int], n_vocab: int = 400) -> None:
-        self.script = list(script)
-        self.eog_ids = frozenset(eog_ids)
-        self.n_vocab = n_vocab
-        self.n_ctx = 4096
-        self.n_batch = 512
-        self._tokens: list[int] = []
-
-    @property
-    def cached(self) -> tuple[int, ...]:
-        return tuple(self._tokens)
-
-    @property
-    def n_cached(self) -> int:
-        return len(self._tokens)
-
-    def common_prefix(self, ids: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self._tokens, ids, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
-
-    def truncate(self, keep: int) -> None:
-        del self._tokens[keep:]
-
-    def _next_logits(self) -> Any:
-        logits = np.zeros(self.n_vocab, dtype=np.float32)
-        logits[self.script.pop(0)] = 12.0
-        return logits
-
-    def feed(self, ids: Sequence[int], *, all_logits: bool = False) -> Any:
-        self._tokens.extend(ids)
-        return self._next_logits()
-
-    def feed_one(self, token: int) -> Any:
-        self._tokens.append(token)
-        return self._next_logits()
-
-    def piece(self, token: int) -> bytes:
-        return b"x"
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("end", [0, 2, 4])
-async def test_generation_stops_on_every_declared_end_id(end: int) -> None:
-    runtime: Any = ScriptedRuntime([40, 41, 42, end, 43, 44], eog_ids={0, 2, 4})
+async def test_generation_stops_on_every_declared_end_id(kit: Any, end: int) -> None:
+    runtime: Any = kit.ScriptedRuntime([40, 41, 42, end, 43, 44], eog_ids={0, 2, 4})
     backend = EmbeddedTokenBackend(runtime)
     assert backend.end_token_ids == {0, 2, 4}
     generation = await backend.generate([5, 6, 7], sampling=GREEDY)
@@ -87,7 +37,7 @@ async def test_rollout_on_the_embedded_backend_ending_turns_with_a_non_default_e
     assert endoftext != tok.eos_token_id
     first = [*tok.encode(kit.call_text("echo", {"text": "hi"})), endoftext]
     second = [*tok.encode("said hi"), endoftext]
-    runtime: Any = ScriptedRuntime([*first, *second], eog_ids={endoftext, tok.eos_token_id})
+    runtime: Any = kit.ScriptedRuntime([*first, *second], eog_ids={endoftext, tok.eos_token_id})
     backend = EmbeddedTokenBackend(runtime)
     model = TokenModel(
         backend,
@@ -120,3 +70,37 @@ async def test_rollout_on_the_embedded_backend_ending_turns_with_a_non_default_e
     assert result.drift is not None
     assert result.drift.mismatches == 0
     assert result.drift.length_delta == 0
+
+
+@pytest.mark.anyio
+async def test_aclose_lets_the_running_request_finish_and_fails_queued_ones(kit: Any) -> None:
+    runtime: Any = kit.ScriptedRuntime([40] * 1000, eog_ids={0}, delay_s=0.01)
+    backend = EmbeddedTokenBackend(runtime)
+    sampling = SamplingParams(temperature=0.0, max_tokens=20)
+    outcomes: dict[str, Any] = {}
+
+    async def request(name: str) -> None:
+        try:
+            outcomes[name] = await backend.generate([5, 6], sampling=sampling)
+        except BackendError as exc:
+            outcomes[name] = exc
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(request, "running")
+            await anyio.to_thread.run_sync(runtime.started.wait, 10)
+            for name in ("queued1", "queued2", "queued3"):
+                group.start_soon(request, name)
+            await anyio.wait_all_tasks_blocked()
+            await backend.aclose()
+    running = outcomes["running"]
+    assert isinstance(running, Generation)
+    assert len(running.ids) == 20  # the request that had the model ran to its end
+    for name in ("queued1", "queued2", "queued3"):
+        assert isinstance(outcomes[name], BackendError), outcomes[name]
+        assert "closed" in str(outcomes[name])
+    assert runtime.closed
+    assert runtime.n_cached <= 2 + 20  # nothing ran after the first request
+    with pytest.raises(BackendError, match="closed"):
+        await backend.generate([5], sampling=sampling)
+    await backend.aclose()  # idempotent
