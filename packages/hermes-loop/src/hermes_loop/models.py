@@ -7,9 +7,8 @@ keeps that rollout's state (the message list, or the token ledger).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-import anyio
 import attrs
 from hermes_protocols import (
     ChatBackend,
@@ -30,10 +29,8 @@ from hermes_protocols import (
 from hermes_protocols.convert import tools_to_openai
 
 from hermes_loop.ledger import TemplateBridge, TokenLedger
+from hermes_loop.offload import run_sized
 from hermes_loop.tool_calls import PendingCall, SchemaCache, validate_call
-
-#: decoded texts longer than this are tokenized / decoded in a worker thread
-OFFLOAD_CHARS = 16_384
 
 
 @attrs.frozen(slots=True)
@@ -243,7 +240,7 @@ class _TokenSession:
     async def start(self) -> None:
         """Render the first prompt and tokenize it once (in a thread when it is long)."""
         text = self.ledger.prompt_text(self._messages)
-        self.ledger.start_ids(await _offload(self._model.tokenizer.encode, text, len(text)))
+        self.ledger.start_ids(await run_sized(self._model.tokenizer.encode, text, len(text)))
 
     def context_tokens(self) -> int:
         return len(self.ledger)
@@ -258,7 +255,7 @@ class _TokenSession:
         ids = generation.ids
         if ids and ids[-1] in self.ledger.end_ids:
             ids = ids[:-1]
-        text = await _offload(self._model.tokenizer.decode, ids, len(ids) * 4)
+        text = await run_sized(self._model.tokenizer.decode, ids, len(ids) * 4)
         parsed = self._model.parser.parse(text, tools=self._openai_tools)
         message, calls = self._turn_message(turn, parsed)
         return TurnOutput(
@@ -318,7 +315,7 @@ class _TokenSession:
 
     async def add_tool_messages(self, messages: Sequence[Message]) -> None:
         text = self.ledger.bridge_text(messages, add_generation_prompt=True)
-        ids = await _offload(self._model.tokenizer.encode, text, len(text))
+        ids = await run_sized(self._model.tokenizer.encode, text, len(text))
         self.ledger.add_bridge_ids(ids)
 
     async def finish(
@@ -326,12 +323,5 @@ class _TokenSession:
     ) -> tuple[TokenTrace | None, DriftReport | None]:
         drift = None
         if self._model.check_drift:
-            drift = await _offload(self.ledger.drift, messages, len(self.ledger) * 4)
+            drift = await run_sized(self.ledger.drift, messages, len(self.ledger) * 4)
         return self.ledger.trace(), drift
-
-
-async def _offload(function: Any, argument: Any, size: int) -> Any:
-    """Run small tokenizer calls inline; large ones in a worker thread (C code, may be slow)."""
-    if size < OFFLOAD_CHARS:
-        return function(argument)
-    return await anyio.to_thread.run_sync(function, argument)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import anyio.to_thread
 import attrs
 from hermes_protocols import (
     ChatChoice,
@@ -29,8 +28,7 @@ from hermes_protocols import (
 )
 from hermes_protocols.convert import tools_to_openai
 
-#: texts longer than this are tokenized in a worker thread
-_OFFLOAD_CHARS = 16_384
+from hermes_loop.offload import run_sized
 
 
 class EmbeddedChatBackend:
@@ -72,7 +70,7 @@ class EmbeddedChatBackend:
         extra_body: JSONObject | None = None,
     ) -> ChatResult:
         text = self.template.render(messages, tools=tools, add_generation_prompt=True)
-        prompt = await self._encode(text)
+        prompt = await run_sized(self.tokenizer.encode, text, len(text))
         openai_tools = tools_to_openai(tools) if tools else None
         choices: list[ChatChoice] = []
         completion = 0
@@ -85,7 +83,8 @@ class EmbeddedChatBackend:
             ids = list(generation.ids)
             if ids and ids[-1] in self.end_token_ids:
                 ids.pop()
-            reply = _cut_at_stop(self.tokenizer.decode(ids), sampling.stop)
+            text_out = await run_sized(self.tokenizer.decode, ids, len(ids) * 4)
+            reply = _cut_at_stop(text_out, sampling.stop)
             parsed = self.parser.parse(reply, tools=openai_tools)
             message = assistant_message(parsed, call_prefix=f"call_{index}")
             finish: FinishReason = "tool_calls" if message.tool_calls else generation.finish_reason
@@ -93,11 +92,6 @@ class EmbeddedChatBackend:
         return ChatResult(
             choices=choices, usage=Usage(prompt_tokens=len(prompt), completion_tokens=completion)
         )
-
-    async def _encode(self, text: str) -> list[int]:
-        if len(text) < _OFFLOAD_CHARS:
-            return self.tokenizer.encode(text)
-        return await anyio.to_thread.run_sync(self.tokenizer.encode, text)
 
 
 def _cut_at_stop(text: str, stops: Sequence[str]) -> str:
