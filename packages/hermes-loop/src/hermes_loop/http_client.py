@@ -15,7 +15,13 @@ from typing import Any
 import anyio
 import attrs
 import httpx
-from hermes_protocols import BackendError, BackendTimeout, ConfigError, JSONObject
+from hermes_protocols import (
+    BackendError,
+    BackendTimeout,
+    ConfigError,
+    JSONObject,
+    SamplingParams,
+)
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -138,6 +144,16 @@ def _retry_after(response: httpx.Response) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+def finish_body(body: JSONObject, sampling: SamplingParams, extra_body: JSONObject) -> JSONObject:
+    """Add ``seed`` and ``stop`` when set, then merge ``extra_body`` untouched; return ``body``."""
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)
+    body.update(extra_body)
+    return body
 
 
 def require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from hermes_protocols import BackendError, FinishReason, Generation, JSONObject, SamplingParams
 
-from hermes_loop.http_client import HTTPBackend, require
+from hermes_loop.http_client import HTTPBackend, finish_body, require
 
 _FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
 
@@ -41,12 +41,7 @@ class LlamaServerBackend(HTTPBackend):
             "cache_prompt": True,
             "stream": False,
         }
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.stop:
-            body["stop"] = list(sampling.stop)
-        body.update(self.extra_body)
-        return body
+        return finish_body(body, sampling, self.extra_body)
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
         data = await self._http.post("/completion", self.request_body(prompt_ids, sampling))

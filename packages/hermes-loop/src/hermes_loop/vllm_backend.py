@@ -13,7 +13,7 @@ from typing import Any
 
 from hermes_protocols import BackendError, FinishReason, Generation, JSONObject, SamplingParams
 
-from hermes_loop.http_client import HTTPBackend, require
+from hermes_loop.http_client import HTTPBackend, finish_body, require
 
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 _PREFIX = "token_id:"
@@ -44,12 +44,7 @@ class VLLMBackend(HTTPBackend):
         }
         if sampling.top_k > 0:
             body["top_k"] = sampling.top_k
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.stop:
-            body["stop"] = list(sampling.stop)
-        body.update(self.extra_body)
-        return body
+        return finish_body(body, sampling, self.extra_body)
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
         data = await self._http.post("/completions", self.request_body(prompt_ids, sampling))
