@@ -53,6 +53,9 @@ def test_defaults_are_valid_and_embedded() -> None:
         (["--env.max_tokens_per_turn", "4096"], "must be below --env.max_token_length"),
         (["--env.enabled_toolsets", "terminal", "--env.distribution", "dev"], "mutually"),
         (["--env.tool_pool_mode", "nomad"], "needs --env.nomad_address"),
+        (["--env.tool_pool_mode", "nomad"], "needs --env.sandbox_image"),
+        (["--env.tool_pool_mode", "remote"], "needs --env.remote_urls"),
+        (["--env.tool_pool_mode", "remote"], "$HERMES_SANDBOX_TOKEN"),
         (["--openai.server_type", "vllm"], "needs --openai.base_url"),
         (["--openai.base_url", "http://127.0.0.1:9/v1"], "pick the server's type"),
         (
@@ -72,6 +75,20 @@ def test_modal_without_credentials_names_them() -> None:
     env, inference = _configs(*argv)
     with pytest.raises(ConfigError, match="MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"):
         validate_config(env, inference, known=KNOWN, modal_credentials=False)
+
+
+def test_remote_pool_is_valid_with_urls_and_a_token() -> None:
+    env, inference = _configs(
+        "--env.tool_pool_mode",
+        "remote",
+        "--env.remote_urls",
+        "http://127.0.0.1:1,http://127.0.0.1:2",
+    )
+    assert env.remote_urls == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    assert (
+        config_problems(env, inference, known=KNOWN, modal_credentials=False, sandbox_token=True)
+        == []
+    )
 
 
 def test_parser_only_matters_in_token_mode() -> None:

@@ -1,22 +1,44 @@
 """The pieces the wiring derives from --env.*: registry names, dataset mapping, pool sizing,
-toolsets, system-prompt override."""
+every sandbox backend, toolsets, system-prompt override."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hermes_atropos_env import HermesAtroposEnvConfig
-from hermes_atropos_env.registry import build_registry, environment_options, parser_names
+from hermes_atropos_env.cli import prepare
+from hermes_atropos_env.credentials import SandboxCredentials
+from hermes_atropos_env.registry import environment_options, parser_names
 from hermes_atropos_env.sandboxes import build_backend, build_toolsets, pool_config
-from hermes_atropos_env.wiring import SystemPromptOverride
-from hermes_protocols import ConfigError
+from hermes_atropos_env.wiring import HermesWiring
+from hermes_envs import default_registry, with_system_prompt
+from hermes_protocols import ConfigError, Message
+
+TOKENS = SandboxCredentials(sandbox_token="t0k", nomad_token="acl")
 
 
 def test_registry_and_parsers_offer_what_the_docs_name() -> None:
-    assert {"endless_terminals", "swe_smith_oracle"} <= set(build_registry().names())
+    names = set(HermesWiring().known_names().environments)
+    assert {"endless_terminals", "swe_smith_oracle", "terminal_bench"} <= names
     assert "hermes" in parser_names()
 
 
-def test_dataset_fields_map_onto_swe_smith_config(tmp_path) -> None:
+def test_terminal_bench_is_reachable_from_the_command_line(tmp_path: Path) -> None:
+    out = str(tmp_path / "groups.jsonl")
+    argv = ["process", "--env.environment", "terminal_bench"]
+    argv += ["--env.data_path_to_save_groups", out, "--env.system_prompt", "Be brief."]
+    _command, env, _inference, _notices = prepare(argv, HermesWiring())
+    assert env.environment == "terminal_bench"
+    environment = with_system_prompt(
+        default_registry().create(env.environment, environment_options(env)), env.system_prompt
+    )
+    item = next(iter(environment.items(seed=0)))
+    assert environment.name == "terminal_bench"
+    assert environment.prompt(item)[0] == Message.system("Be brief.")
+
+
+def test_dataset_fields_map_onto_swe_smith_config(tmp_path: Path) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text("")
     base = {"environment": "swe_smith_oracle"}
@@ -27,7 +49,19 @@ def test_dataset_fields_map_onto_swe_smith_config(tmp_path) -> None:
     }
     hub = HermesAtroposEnvConfig(**base, dataset_name="org/set", dataset_split="test")
     assert environment_options(hub) == {"source": "hf", "hf_dataset": "org/set", "hf_split": "test"}
-    build_registry().create("swe_smith_oracle", environment_options(HermesAtroposEnvConfig(**base)))
+    default_registry().create(
+        "swe_smith_oracle", environment_options(HermesAtroposEnvConfig(**base))
+    )
+
+
+def test_dataset_name_maps_onto_terminal_bench_sources(tmp_path: Path) -> None:
+    base = {"environment": "terminal_bench"}
+    assert environment_options(HermesAtroposEnvConfig(**base)) == {}
+    rows = environment_options(HermesAtroposEnvConfig(**base, dataset_name="tb2.jsonl"))
+    assert rows == {"rows_path": "tb2.jsonl", "include_samples": False}
+    tasks = environment_options(HermesAtroposEnvConfig(**base, dataset_name=str(tmp_path)))
+    assert tasks == {"task_dirs": [str(tmp_path)], "include_samples": False}
+    default_registry().config("terminal_bench", tasks)
 
 
 def test_pool_sizing_follows_the_backend_fields() -> None:
@@ -39,27 +73,66 @@ def test_pool_sizing_follows_the_backend_fields() -> None:
     bwrap = pool_config(HermesAtroposEnvConfig(slots_per_container=3, max_containers=2))
     assert (bwrap.slots_per_host, bwrap.min_hosts, bwrap.max_hosts) == (3, 0, 2)
     assert bwrap.idle_timeout == 3600
+    docker = pool_config(HermesAtroposEnvConfig(tool_pool_mode="docker", min_containers=2))
+    assert (docker.min_hosts, docker.name) == (2, "atropos-endless-terminals")
 
 
-def test_unwired_backends_fail_with_what_to_use() -> None:
-    with pytest.raises(ConfigError, match="use bwrap, local or modal"):
-        build_backend(HermesAtroposEnvConfig(tool_pool_mode="nomad"))
+@pytest.mark.parametrize(
+    ("fields", "kind"),
+    [
+        ({}, "bwrap"),
+        ({"tool_pool_mode": "local"}, "local"),
+        ({"tool_pool_mode": "docker", "sandbox_image": "python:3.11"}, "docker"),
+        ({"tool_pool_mode": "modal", "modal_image": "python:3.11"}, "modal"),
+        ({"tool_pool_mode": "remote", "remote_urls": ["http://127.0.0.1:1"]}, "remote"),
+        (
+            {
+                "tool_pool_mode": "nomad",
+                "nomad_address": "http://127.0.0.1:4646",
+                "sandbox_image": "img",
+            },
+            "nomad",
+        ),
+    ],
+)
+def test_every_pool_mode_builds_its_backend(fields: dict[str, object], kind: str) -> None:
+    backend = build_backend(HermesAtroposEnvConfig(**fields), TOKENS)
+    assert backend.name == kind
+
+
+def test_nomad_job_id_and_tokens_reach_the_backend() -> None:
+    env = HermesAtroposEnvConfig(
+        tool_pool_mode="nomad",
+        nomad_address="http://127.0.0.1:4646",
+        sandbox_image="img",
+        nomad_job_id="rl-pool-7",
+    )
+    backend = build_backend(env, TOKENS)
+    assert backend.job_id(pool_config(env).name) == "rl-pool-7"  # type: ignore[attr-defined]
+    assert backend.config.token == "acl"  # type: ignore[attr-defined]
+    remote = HermesAtroposEnvConfig(tool_pool_mode="remote", remote_urls=["http://127.0.0.1:1"])
+    assert build_backend(remote, TOKENS).config.token == "t0k"  # type: ignore[attr-defined]
+
+
+def test_missing_backend_settings_name_the_adapter_options() -> None:
+    remote = HermesAtroposEnvConfig(tool_pool_mode="remote", remote_urls=["http://127.0.0.1:1"])
+    with pytest.raises(ConfigError, match=r"\$HERMES_SANDBOX_TOKEN"):
+        build_backend(remote, SandboxCredentials())
+    nomad = HermesAtroposEnvConfig(tool_pool_mode="nomad", nomad_address="http://127.0.0.1:4646")
+    with pytest.raises(ConfigError, match=r"--env\.sandbox_image"):
+        build_backend(nomad, TOKENS)
+
+
+def test_credentials_come_from_the_environment_and_stay_out_of_repr() -> None:
+    creds = SandboxCredentials.from_environ({"HERMES_SANDBOX_TOKEN": "s3", "NOMAD_TOKEN": "n4"})
+    assert (creds.sandbox_token, creds.nomad_token) == ("s3", "n4")
+    assert "s3" not in repr(creds)
+    assert SandboxCredentials.from_environ({"HERMES_SANDBOX_TOKEN": ""}).sandbox_token is None
 
 
 def test_terminal_toolset_uses_terminal_timeout() -> None:
     toolsets = {ts.name: ts for ts in build_toolsets(HermesAtroposEnvConfig(terminal_timeout=7))}
     assert set(toolsets) == {"terminal", "file"}
     (terminal,) = toolsets["terminal"].tools
-    assert terminal.default_timeout == 7
-
-
-def test_system_prompt_override_replaces_only_the_system_message() -> None:
-    env = build_registry().create("endless_terminals")
-    item = next(iter(env.items(seed=0)))
-    wrapped = SystemPromptOverride(env, "Be brief.")
-    original, new = list(env.prompt(item)), list(wrapped.prompt(item))
-    assert new[0].role == "system"
-    assert new[0].content == "Be brief."
-    assert [m for m in original if m.role != "system"] == new[1:]
-    assert wrapped.name == env.name
-    assert wrapped.toolsets == env.toolsets
+    assert terminal.default_timeout == 7  # type: ignore[attr-defined]
+    assert terminal.max_timeout == 3600  # type: ignore[attr-defined]

@@ -22,7 +22,11 @@ from hermes_protocols import ConfigError, HermesError
 
 from hermes_atropos_env.cli_args import build_configs, parse_argv
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
-from hermes_atropos_env.credentials import modal_credentials_configured, wandb_key_configured
+from hermes_atropos_env.credentials import (
+    SandboxCredentials,
+    modal_credentials_configured,
+    wandb_key_configured,
+)
 from hermes_atropos_env.source import RolloutSourceFactory
 from hermes_atropos_env.validation import KnownNames, validate_config
 
@@ -112,6 +116,7 @@ def prepare(
         inference,
         known=wiring.known_names(),
         modal_credentials=modal_credentials_configured(os.environ, home),
+        sandbox_token=SandboxCredentials.from_environ(os.environ).sandbox_token is not None,
     )
     notices = [n for n in [resolve_wandb(env, wandb_available=wandb_available)] if n]
     return parsed.command, env, inference, notices
@@ -192,7 +197,7 @@ def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int
     if wiring is None:
         from hermes_atropos_env.wiring import HermesWiring
 
-        wiring = HermesWiring()
+        wiring = HermesWiring(SandboxCredentials.from_environ(os.environ))
     try:
         return run(args, wiring)
     except ConfigError as exc:

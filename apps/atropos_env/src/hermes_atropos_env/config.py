@@ -64,10 +64,23 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     modal_memory: int = Field(default=2048, description="Memory (MiB) per Modal sandbox.")
     modal_gpu: str | None = Field(default=None, description="GPU type of Modal sandboxes.")
     modal_secrets: list[str] | None = Field(default=None, description="Modal secret names.")
+    sandbox_image: str | None = Field(
+        default=None,
+        description="docker/nomad host image (docker: python:3.12-slim if unset; nomad: "
+        "required, an image with hermes-sandbox and bubblewrap).",
+    )
     nomad_address: str | None = Field(default=None, description="Nomad HTTP API address.")
-    nomad_job_id: str | None = Field(default=None, description="Nomad job id of the pool.")
-    slots_per_container: int = Field(default=4, description="Slots per docker/nomad host.")
-    min_containers: int = Field(default=1, description="Hosts kept running.")
+    nomad_job_id: str | None = Field(
+        default=None, description="Nomad job id of the pool (default hermes-sandbox-atropos-ENV)."
+    )
+    remote_urls: list[str] | None = Field(
+        default=None,
+        description="remote: sandbox server URLs (token from $HERMES_SANDBOX_TOKEN).",
+    )
+    slots_per_container: int = Field(
+        default=4, description="Slots per bwrap/local/docker/nomad/remote host."
+    )
+    min_containers: int = Field(default=1, description="docker/nomad/remote hosts kept running.")
     max_containers: int = Field(default=4, description="Hosts at most.")
     # dataset
     dataset_name: str | None = Field(default=None, description="Dataset name or local path.")

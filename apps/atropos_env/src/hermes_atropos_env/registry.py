@@ -1,5 +1,6 @@
-"""Environment registry and parser names as the adapter sees them, and the mapping of the
-hermes-agent dataset fields (``dataset_name``, ``dataset_split``) onto environment configs."""
+"""Parser names as the adapter sees them, and the mapping of the hermes-agent dataset fields
+(``dataset_name``, ``dataset_split``) onto environment configs. Environments come from
+``hermes_envs.default_registry()``."""
 
 from __future__ import annotations
 
@@ -7,31 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import hermes_parsers
-from hermes_envs import EndlessTerminalsConfig, EndlessTerminalsEnv, EnvRegistry, EnvSpec
-from hermes_envs.swe_smith import SweSmithConfig, SweSmithOracleEnv
 from hermes_protocols import ToolCallParser
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig
-
-
-def build_registry() -> EnvRegistry:
-    """A fresh registry with every shipped environment."""
-    return EnvRegistry(
-        [
-            EnvSpec(
-                "endless_terminals",
-                EndlessTerminalsConfig,
-                EndlessTerminalsEnv,
-                "procedural terminal tasks with end-state verifiers",
-            ),
-            EnvSpec(
-                "swe_smith_oracle",
-                SweSmithConfig,
-                SweSmithOracleEnv,
-                "SWE-smith bug fixes verified by pytest node ids",
-            ),
-        ]
-    )
 
 
 def parser_names() -> tuple[str, ...]:
@@ -47,9 +26,15 @@ def environment_options(env: HermesAtroposEnvConfig) -> dict[str, Any]:
     """Environment config values derived from ``--env.dataset_*`` (empty = its defaults).
 
     ``swe_smith_oracle``: a ``.jsonl`` path reads that file, any other name is a Hub dataset
-    (with ``dataset_split``); unset uses the shipped offline fixtures.
+    (with ``dataset_split``); unset uses the shipped offline fixtures. ``terminal_bench``: a
+    ``.jsonl`` file of TB2 rows or a task directory, instead of the shipped sample tasks.
     """
     options: dict[str, Any] = {}
+    if env.environment == "terminal_bench" and env.dataset_name:
+        if Path(env.dataset_name).is_dir():
+            options.update(task_dirs=[env.dataset_name], include_samples=False)
+        else:
+            options.update(rows_path=env.dataset_name, include_samples=False)
     if env.environment == "swe_smith_oracle" and env.dataset_name:
         if env.dataset_name.endswith(".jsonl") or Path(env.dataset_name).is_file():
             options.update(source="jsonl", jsonl_path=env.dataset_name)

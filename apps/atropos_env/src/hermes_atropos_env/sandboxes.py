@@ -2,40 +2,57 @@
 
 from __future__ import annotations
 
-from hermes_protocols import ConfigError, Toolset
-from hermes_sandbox import BwrapBackend, BwrapConfig, HostBackend, LocalBackend, PoolConfig
-from hermes_sandbox.tools import NamedToolset, TerminalTool, file_toolset
+from hermes_protocols import Toolset
+from hermes_sandbox import HostBackend, PoolConfig
+from hermes_sandbox.factory import DEFAULT_NOMAD_JOB_PREFIX, SandboxSpec
+from hermes_sandbox.factory import build_backend as build_sandbox_backend
+from hermes_sandbox.factory import build_toolsets as build_sandbox_toolsets
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig
+from hermes_atropos_env.credentials import SANDBOX_TOKEN_VARIABLE, SandboxCredentials
 
 #: seconds added to terminal_timeout for the loop's per-tool-call budget
 TOOL_TIMEOUT_MARGIN_S = 15.0
 
+#: SandboxSpec fields -> the options that set them, for error messages
+OPTION_NAMES = {
+    "image": "--env.sandbox_image",
+    "urls": "--env.remote_urls",
+    "token": f"${SANDBOX_TOKEN_VARIABLE}",
+    "nomad_address": "--env.nomad_address",
+}
 
-def build_backend(env: HermesAtroposEnvConfig) -> HostBackend:
-    """The sandbox backend named by ``tool_pool_mode``."""
-    mode = env.tool_pool_mode
-    if mode == "bwrap":
-        return BwrapBackend(BwrapConfig())
-    if mode == "local":
-        return LocalBackend()
-    if mode == "modal":
-        from hermes_sandbox.backends.modal import ModalBackend, ModalConfig
 
-        return ModalBackend(
-            ModalConfig(
-                image=env.modal_image,
-                cpu=env.modal_cpu,
-                memory_mb=env.modal_memory,
-                gpu=env.modal_gpu,
-                secrets=tuple(env.modal_secrets or ()),
-                idle_timeout_s=float(env.terminal_lifetime),
-            )
-        )
-    raise ConfigError(
-        f"--env.tool_pool_mode {mode} is not wired in this build of atropos_env yet; "
-        "use bwrap, local or modal"
+def sandbox_spec(env: HermesAtroposEnvConfig, credentials: SandboxCredentials) -> SandboxSpec:
+    """The pool fields of ``--env.*`` (and the sandbox credentials) as a hermes-sandbox spec."""
+    modal = env.tool_pool_mode == "modal"
+    return SandboxSpec(
+        kind=env.tool_pool_mode,
+        image=env.modal_image if modal else env.sandbox_image,
+        urls=tuple(env.remote_urls or ()),
+        token=credentials.sandbox_token,
+        nomad_address=env.nomad_address,
+        nomad_token=credentials.nomad_token,
+        # --env.nomad_job_id is the whole job id: it becomes the pool name, without prefix
+        nomad_job_prefix="" if env.nomad_job_id else DEFAULT_NOMAD_JOB_PREFIX,
+        cpu=env.modal_cpu,
+        memory_mb=env.modal_memory,
+        gpu=env.modal_gpu,
+        secrets=tuple(env.modal_secrets or ()),
+        idle_timeout_s=float(env.terminal_lifetime),
     )
+
+
+def build_backend(env: HermesAtroposEnvConfig, credentials: SandboxCredentials) -> HostBackend:
+    """The sandbox backend named by ``tool_pool_mode``."""
+    return build_sandbox_backend(sandbox_spec(env, credentials), option_names=OPTION_NAMES)
+
+
+def pool_name(env: HermesAtroposEnvConfig) -> str:
+    """``--env.nomad_job_id`` on nomad, else ``atropos-<environment>``."""
+    if env.tool_pool_mode == "nomad" and env.nomad_job_id:
+        return env.nomad_job_id
+    return f"atropos-{env.environment}".replace("_", "-")
 
 
 def pool_config(env: HermesAtroposEnvConfig) -> PoolConfig:
@@ -51,7 +68,7 @@ def pool_config(env: HermesAtroposEnvConfig) -> PoolConfig:
         if env.tool_pool_mode in ("docker", "nomad", "remote"):
             low = env.min_containers
     return PoolConfig(
-        name=f"atropos-{env.environment}".replace("_", "-"),
+        name=pool_name(env),
         slots_per_host=slots,
         min_hosts=low,
         max_hosts=high,
@@ -62,8 +79,4 @@ def pool_config(env: HermesAtroposEnvConfig) -> PoolConfig:
 
 def build_toolsets(env: HermesAtroposEnvConfig) -> list[Toolset]:
     """hermes-agent's ``terminal`` (with ``terminal_timeout`` as its default) and ``file``."""
-    terminal = NamedToolset(
-        "terminal",
-        (TerminalTool(default_timeout=env.terminal_timeout, max_timeout=env.terminal_lifetime),),
-    )
-    return [terminal, file_toolset()]
+    return list(build_sandbox_toolsets(env.terminal_timeout, env.terminal_lifetime))

@@ -28,8 +28,12 @@ def config_problems(
     *,
     known: KnownNames,
     modal_credentials: bool,
+    sandbox_token: bool = False,
 ) -> list[str]:
-    """Every problem of the configuration, each phrased as what to change."""
+    """Every problem of the configuration, each phrased as what to change.
+
+    ``modal_credentials``/``sandbox_token``: whether Modal credentials and
+    ``$HERMES_SANDBOX_TOKEN`` are available (checked only for the modal/remote pools)."""
     problems: list[str] = []
     if env.environment not in known.environments:
         problems.append(
@@ -76,12 +80,16 @@ def config_problems(
             f"--env.terminal_lifetime ({env.terminal_lifetime}s) must exceed "
             f"--env.terminal_timeout ({env.terminal_timeout}s)"
         )
-    problems.extend(_pool_problems(env, modal_credentials=modal_credentials))
+    problems.extend(
+        _pool_problems(env, modal_credentials=modal_credentials, sandbox_token=sandbox_token)
+    )
     problems.extend(_inference_problems(inference))
     return problems
 
 
-def _pool_problems(env: HermesAtroposEnvConfig, *, modal_credentials: bool) -> list[str]:
+def _pool_problems(
+    env: HermesAtroposEnvConfig, *, modal_credentials: bool, sandbox_token: bool
+) -> list[str]:
     problems: list[str] = []
     if env.tool_pool_mode == "modal":
         if not modal_credentials:
@@ -96,8 +104,26 @@ def _pool_problems(env: HermesAtroposEnvConfig, *, modal_credentials: bool) -> l
             problems.append("--env.modal_min_sandboxes is above --env.modal_max_sandboxes")
         if env.modal_slots_per_sandbox < 1:
             problems.append("--env.modal_slots_per_sandbox must be 1 or more")
-    if env.tool_pool_mode == "nomad" and not env.nomad_address:
-        problems.append("--env.tool_pool_mode nomad needs --env.nomad_address (http://host:4646)")
+    if env.tool_pool_mode == "nomad":
+        if not env.nomad_address:
+            problems.append(
+                "--env.tool_pool_mode nomad needs --env.nomad_address (http://host:4646)"
+            )
+        if not env.sandbox_image:
+            problems.append(
+                "--env.tool_pool_mode nomad needs --env.sandbox_image (an image with "
+                "hermes-sandbox and bubblewrap)"
+            )
+    if env.tool_pool_mode == "remote":
+        if not env.remote_urls:
+            problems.append(
+                "--env.tool_pool_mode remote needs --env.remote_urls (sandbox server URLs)"
+            )
+        if not sandbox_token:
+            problems.append(
+                "--env.tool_pool_mode remote needs the servers' bearer token in "
+                "$HERMES_SANDBOX_TOKEN"
+            )
     if env.tool_pool_mode in ("docker", "nomad", "remote"):
         if env.min_containers > env.max_containers:
             problems.append("--env.min_containers is above --env.max_containers")
@@ -134,8 +160,15 @@ def validate_config(
     *,
     known: KnownNames,
     modal_credentials: bool,
+    sandbox_token: bool = False,
 ) -> None:
     """Raise :class:`ConfigError` listing every problem, or return if the config is usable."""
-    problems = config_problems(env, inference, known=known, modal_credentials=modal_credentials)
+    problems = config_problems(
+        env,
+        inference,
+        known=known,
+        modal_credentials=modal_credentials,
+        sandbox_token=sandbox_token,
+    )
     if problems:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))

@@ -5,30 +5,31 @@ rollout runner, hermes-sandbox pool and tools, hermes-loop agent loop and model,
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
 
-import attrs
-from hermes_envs import RolloutRunner, RunnerConfig, ToolsetSelection
+from hermes_envs import (
+    RolloutRunner,
+    RunnerConfig,
+    ToolsetSelection,
+    default_registry,
+    with_system_prompt,
+)
 from hermes_loop import AgentLoop, LoopLimits
 from hermes_protocols import (
-    AgentResult,
     Environment,
     Item,
     Message,
-    RewardContext,
     SamplingParams,
-    Score,
     ScoredRollout,
-    Slot,
     TokenTrace,
 )
 from hermes_sandbox import SlotPool
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
+from hermes_atropos_env.credentials import SandboxCredentials
 from hermes_atropos_env.inference import ModelParts, embedded_tokenizer_dir, open_model
-from hermes_atropos_env.registry import build_registry, environment_options, parser_names
+from hermes_atropos_env.registry import environment_options, parser_names
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.sandboxes import (
     TOOL_TIMEOUT_MARGIN_S,
@@ -38,35 +39,6 @@ from hermes_atropos_env.sandboxes import (
 )
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
 from hermes_atropos_env.validation import KnownNames
-
-
-@attrs.frozen(slots=True)
-class SystemPromptOverride:
-    """An environment whose prompt starts with ``--env.system_prompt`` instead of its own."""
-
-    inner: Environment
-    system_prompt: str
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def toolsets(self) -> Sequence[str]:
-        return self.inner.toolsets
-
-    def items(self, *, seed: int, split: str = "train") -> Iterator[Item]:
-        return self.inner.items(seed=seed, split=split)
-
-    def prompt(self, item: Item) -> Sequence[Message]:
-        rest = [m for m in self.inner.prompt(item) if m.role != "system"]
-        return [Message.system(self.system_prompt), *rest]
-
-    async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]:
-        return await self.inner.setup_workspace(item, slot)
-
-    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
-        return await self.inner.verify(item, result, ctx)
 
 
 class HermesRolloutSource:
@@ -120,13 +92,14 @@ def _agent(env: HermesAtroposEnvConfig, parts: ModelParts) -> AgentLoop:
 
 @asynccontextmanager
 async def open_hermes_source(
-    env: HermesAtroposEnvConfig, inference: InferenceConfig
+    env: HermesAtroposEnvConfig,
+    inference: InferenceConfig,
+    credentials: SandboxCredentials | None = None,
 ) -> AsyncIterator[RolloutSource]:
     """Start pool and model for ``env``/``inference``; everything is released on exit."""
-    registry = build_registry()
-    environment: Environment = registry.create(env.environment, environment_options(env))
-    if env.system_prompt:
-        environment = SystemPromptOverride(environment, env.system_prompt)
+    environment = with_system_prompt(
+        default_registry().create(env.environment, environment_options(env)), env.system_prompt
+    )
     toolsets = build_toolsets(env)
     selection = ToolsetSelection(
         enabled=env.enabled_toolsets,
@@ -139,7 +112,7 @@ async def open_hermes_source(
         agent_timeout=float(env.terminal_lifetime),
     )
     async with (
-        SlotPool(build_backend(env), pool_config(env)) as pool,
+        SlotPool(build_backend(env, credentials or SandboxCredentials()), pool_config(env)) as pool,
         open_model(env, inference) as parts,
     ):
         runner = RolloutRunner(
@@ -150,10 +123,14 @@ async def open_hermes_source(
 
 
 class HermesWiring:
-    """The CLI's view of the wired packages (names to validate, tokenizer, source factory)."""
+    """The CLI's view of the wired packages (names to validate, tokenizer, source factory);
+    ``credentials`` are the sandbox tokens (see :class:`SandboxCredentials.from_environ`)."""
+
+    def __init__(self, credentials: SandboxCredentials | None = None) -> None:
+        self._credentials = credentials or SandboxCredentials()
 
     def known_names(self) -> KnownNames:
-        return KnownNames(environments=build_registry().names(), parsers=parser_names())
+        return KnownNames(environments=default_registry().names(), parsers=parser_names())
 
     def tokenizer_dir(self, inference: InferenceConfig) -> str:
         if inference.server_type == "embedded":
@@ -165,6 +142,6 @@ class HermesWiring:
         def factory(
             env: HermesAtroposEnvConfig, inference: InferenceConfig
         ) -> AbstractAsyncContextManager[RolloutSource]:
-            return open_hermes_source(env, inference)
+            return open_hermes_source(env, inference, self._credentials)
 
         return factory
