@@ -2,11 +2,15 @@
 
 Baselines measured in the same run: a raw ``bash -c`` subprocess (what any sandbox must at
 least pay) and hermes-agent 0.19.0's local terminal tool, installed from PyPI into a throwaway
-venv (``uv venv`` + ``uv pip install``), never into the project.
+venv (``uv venv`` + ``uv pip install``), never into the project. The remote-server backend is
+measured through sandbox servers started with ``running_server`` on loopback in the same
+process (one with bwrap inside, as deployed, and one with the local backend inside, which
+shows the HTTP round trip alone).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,8 +31,12 @@ from hermes_sandbox import (
     LocalBackend,
     LocalConfig,
     PoolConfig,
+    RemoteBackend,
+    RemoteConfig,
+    ServerConfig,
     SlotPool,
     TerminalTool,
+    running_server,
 )
 
 from benchmarks.report import write_section
@@ -39,6 +47,7 @@ SLOTS = 100
 COMMANDS_PER_SLOT = 50
 HERMES_AGENT = "hermes-agent==0.19.0"
 COMMAND = "uv run --frozen --no-sync python -m benchmarks sandbox"
+SERVER_TOKEN = "bench-sandbox-token"
 
 _AGENT_SCRIPT = textwrap.dedent(
     """
@@ -116,14 +125,22 @@ async def _hermes_agent_latencies(rounds: int) -> tuple[list[float], str]:
 async def _latency(root: Path) -> tuple[dict[str, list[float]], str]:
     samples: dict[str, list[float]] = {"raw `bash -c true`": []}
     tool = TerminalTool()
-    async with (
-        SlotPool(_backends(root)["local"], PoolConfig(name="bench-lat-local")) as local_pool,
-        SlotPool(_backends(root)["bwrap"], PoolConfig(name="bench-lat-bwrap")) as bwrap_pool,
-    ):
-        slots: dict[str, Slot] = {
-            "local": await local_pool.acquire("lat"),
-            "bwrap": await bwrap_pool.acquire("lat"),
-        }
+    async with contextlib.AsyncExitStack() as stack:
+        backends: dict[str, HostBackend] = dict(_backends(root))
+        for inside in ("bwrap", "local"):
+            data = root / f"server-{inside}"
+            server_backend = _backends(data)[inside]
+            slots_per_host = PoolConfig(name="bench").slots_per_host
+            config = ServerConfig(slots=slots_per_host, data_dir=str(data), token=SERVER_TOKEN)
+            url = await stack.enter_async_context(running_server(config, server_backend))
+            backends[f"remote-server ({inside} inside)"] = RemoteBackend(
+                RemoteConfig(urls=(url,), token=SERVER_TOKEN)
+            )
+        slots: dict[str, Slot] = {}
+        for name, backend in backends.items():
+            pool = SlotPool(backend, PoolConfig(name=f"bench-lat-{len(slots)}"))
+            await stack.enter_async_context(pool)
+            slots[name] = await pool.acquire("lat")
         calls: dict[str, Callable[[], Awaitable[object]]] = {"raw `bash -c true`": _raw}
         for name, slot in slots.items():
             calls[f"{name} `slot.exec`"] = _exec_call(slot)
@@ -133,8 +150,6 @@ async def _latency(root: Path) -> tuple[dict[str, list[float]], str]:
         for _ in range(LATENCY_ROUNDS):  # interleaved, so drift hits every variant alike
             for name, call in calls.items():
                 samples[name].append(await _time(call))
-        await local_pool.release(slots["local"])
-        await bwrap_pool.release(slots["bwrap"])
     agent, why = await _hermes_agent_latencies(LATENCY_ROUNDS)
     if agent:
         samples["hermes-agent 0.19.0 local `terminal_tool`"] = agent
@@ -214,6 +229,12 @@ async def _run(root: Path) -> str:
         f"### Per-command latency ({LATENCY_ROUNDS} sequential `true` commands, interleaved)",
         "",
         _latency_table(samples),
+        "",
+    ]
+    lines += [
+        "`remote-server (X inside)`: a slot of a sandbox server (`running_server`, loopback "
+        "HTTP, in this process and event loop) whose host is the X backend; the `local inside` "
+        "row minus `local` is the HTTP round trip.",
         "",
     ]
     if agent_note:
