@@ -83,17 +83,24 @@ def partial_tail(
 ) -> int:
     """Length of the longest suffix of ``text[start:]`` that could begin a marker.
 
-    ``firsts``: the markers' first characters (every prefix starts with one); when none occurs
-    in the last ``longest`` characters, nothing can be held and the loop is skipped.
+    ``firsts``: the markers' first characters (every prefix starts with one); with them only
+    the suffixes starting at one of those characters in the last ``longest`` are tried.
     """
-    if firsts:
-        window = max(start, len(text) - longest)
-        if all(text.find(first, window) < 0 for first in firsts):
-            return 0
-    for k in range(min(longest, len(text) - start), 0, -1):
-        if text[len(text) - k :] in prefix_set:
-            return k
-    return 0
+    if not firsts:
+        for k in range(min(longest, len(text) - start), 0, -1):
+            if text[len(text) - k :] in prefix_set:
+                return k
+        return 0
+    window = max(start, len(text) - longest)
+    hit = len(text)
+    for first in firsts:
+        pos = text.find(first, window, hit)
+        while pos >= 0:
+            if text[pos:] in prefix_set:
+                hit = pos
+                break
+            pos = text.find(first, pos + 1, hit)
+    return len(text) - hit
 
 
 def first_chars(markers: Sequence[str]) -> str:
