@@ -20,6 +20,7 @@ from hermes_sandbox.backends.nomad import (
     NomadConfig,
     NomadError,
     NomadImagePullError,
+    alloc_index,
     job_payload,
 )
 
@@ -94,8 +95,15 @@ async def test_hosts_are_allocations_scaled_through_the_job(nomad: tuple[Any, st
             await slot.write_file("bin", bytes(range(256)))
             assert await slot.read_file("bin") == bytes(range(256))
         # Closing a host below the top index retires it: no scale-down, and it is reused.
-        lowest = min(hosts.values(), key=lambda h: h.url)
-        victim = next(i for i, h in hosts.items() if h is lowest)
+        # (Pick allocation [0] by its port: ports are random, so URL order says nothing.)
+        index_by_url = {
+            f"http://127.0.0.1:{a['AllocatedResources']['Shared']['Ports'][0]['Value']}": (
+                alloc_index(a)
+            )
+            for a in fake.allocs.values()
+            if a["DesiredStatus"] == "run"
+        }
+        victim = next(i for i, h in hosts.items() if index_by_url[h.url] == 0)
         await hosts.pop(victim).close()
         scales_before = len(fake.scale_requests)
         reused = await backend.start_host(_spec(9))
