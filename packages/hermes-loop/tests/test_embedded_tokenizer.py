@@ -90,6 +90,29 @@ def test_identical_ids_on_a_fixed_random_corpus(
     assert sum(len(embedded_tokenizer.encode(t)) for t in corpus) > 30_000  # not trivially short
 
 
+#: SmolLM2 has no token for these bytes; llama.cpp drops them and never merges across them
+NO_TOKEN_BYTES = ["\x04", "\x06", "\x13", "\x14", "\x16", "\x1d"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\x1d{',  # found by hypothesis: '"{' is one token, but not across the missing byte
+        "  \x1d{",
+        "..\x1d..",
+        "a\x04b\x06c",
+        "12\x1d34",
+        "hello \x13\x14\x16 world",
+        "<|im_end|>\x1d<|im_start|>",
+        "".join(NO_TOKEN_BYTES),
+    ],
+)
+def test_bytes_without_a_token_block_merges_as_in_llama_cpp(
+    embedded_tokenizer: GGUFTokenizer, embedded_llama_vocab: llama_cpp.Llama, text: str
+) -> None:
+    assert embedded_tokenizer.encode(text) == llama_ids(embedded_llama_vocab, text)
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(
@@ -167,7 +190,7 @@ def test_hf_export_loads_with_transformers_and_agrees(
     assert hf.eos_token == "<|im_end|>"
     assert hf.eos_token_id == 2
     assert hf.bos_token_id == 1
-    for text in random_corpus(500, seed=7):
+    for text in [*random_corpus(500, seed=7), '"\x1d{', "a\x04b \x1d.."]:
         assert hf.encode(text, add_special_tokens=False) == embedded_tokenizer.encode(text)
     conversation = [{"role": "user", "content": "What is 2+2?"}]
     rendered = hf.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)

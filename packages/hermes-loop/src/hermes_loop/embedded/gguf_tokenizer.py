@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 from hermes_protocols import ConfigError
-from tokenizers import AddedToken, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as FastTokenizer
 
 from hermes_loop.chat_template import JinjaChatTemplate
@@ -103,6 +103,11 @@ def build_fast_tokenizer(vocab: GGUFVocab) -> FastTokenizer:
     if _PRE_TOKENIZERS[vocab.pre]:
         steps.append(pre_tokenizers.Digits(individual_digits=True))
     steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+    missing = [char for char in byte_level_chars() if char not in ids]
+    if missing:
+        # a byte with no token (SmolLM2 lacks e.g. 0x1D) is dropped by llama.cpp, and BPE merges
+        # never cross it; splitting the pre-token there (removing it) does the same
+        steps.append(pre_tokenizers.Split(Regex(_char_class(missing)), behavior="removed"))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(steps)
     tokenizer.decoder = decoders.ByteLevel()
     added = [
@@ -112,6 +117,26 @@ def build_fast_tokenizer(vocab: GGUFVocab) -> FastTokenizer:
     ]
     tokenizer.add_tokens(added)
     return tokenizer
+
+
+def byte_level_chars() -> list[str]:
+    """The character byte-level BPE uses for each byte value 0..255 (GPT-2's mapping).
+
+    Printable Latin-1 bytes stand for themselves; the other bytes, in order, take the code
+    points from U+0100 upwards.
+    """
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars: dict[int, str] = {byte: chr(byte) for byte in printable}
+    extra = 0
+    for byte in range(256):
+        if byte not in chars:
+            chars[byte] = chr(0x100 + extra)
+            extra += 1
+    return [chars[byte] for byte in range(256)]
+
+
+def _char_class(chars: Sequence[str]) -> str:
+    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"
 
 
 class GGUFTokenizer:

@@ -19,6 +19,9 @@ from hermes_loop.embedded.gguf_tokenizer import TOKEN_CONTROL, GGUFTokenizer
 
 #: bytes of the GGUF hashed to name its cache entry (the header holds the whole vocabulary)
 _HASHED_PREFIX = 8 << 20
+#: bumped whenever the exported files change, so stale cache entries are not reused
+#: (2: bytes with no token split pre-tokens, as in llama.cpp)
+EXPORT_VERSION = 2
 
 
 def default_cache_dir() -> Path:
@@ -79,14 +82,14 @@ def export_hf_tokenizer(
     *,
     tokenizer: GGUFTokenizer | None = None,
 ) -> Path:
-    """Return ``cache_dir/<gguf name>-<fingerprint>``, exporting it first if it is missing.
+    """Return ``cache_dir/<gguf name>-v<EXPORT_VERSION>-<fingerprint>``, exported if missing.
 
     Blocking (reads the GGUF); call it through ``anyio.to_thread.run_sync`` from async code.
     Concurrent exports are safe: each writes a temporary directory and renames it into place.
     """
     source = Path(gguf_path)
     root = Path(cache_dir)
-    final = root / f"{source.stem}-{gguf_fingerprint(source)}"
+    final = root / f"{source.stem}-v{EXPORT_VERSION}-{gguf_fingerprint(source)}"
     if (final / "tokenizer_config.json").is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
