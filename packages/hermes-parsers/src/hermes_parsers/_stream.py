@@ -8,7 +8,6 @@ the whole text at once, so the result cannot depend on how the text was split.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from hermes_protocols.parsing import (
@@ -74,12 +73,12 @@ class DelimitedStream:
     """Feed chunks, get events; ``finish`` returns the parsed turn.
 
     ``feed`` only queues a chunk until ``batch`` characters are waiting, so per-chunk cost is a
-    list append and a subtraction; the machine then runs once over the queued text. ``feed``
-    and ``finish`` are per-instance closures (see ``_bind_feed_and_finish``).
+    list append and a subtraction; the machine then runs once over the queued text.
     """
 
     __slots__ = (
         "_after_call",
+        "_batch",
         "_body",
         "_c",
         "_call_at",
@@ -94,20 +93,16 @@ class DelimitedStream:
         "_junk",
         "_offset",
         "_pending",
+        "_queued",
         "_reasoning",
         "_reasoning_hold",
         "_reasoning_lead",
+        "_room",
         "_schemas",
         "_segment",
         "_spec",
         "_state",
-        "feed",
-        "finish",
     )
-    feed: Callable[[str], list[ParseEvent]]
-    """Queue a chunk; returns the events it completes (a fresh list each call)."""
-    finish: Callable[[], tuple[list[ParseEvent], ParsedTurn]]
-    """Flush everything queued; returns the last events and the parsed turn (idempotent)."""
 
     def __init__(
         self,
@@ -119,6 +114,10 @@ class DelimitedStream:
         batch: int = 1,
     ) -> None:
         self._spec = spec
+        self._batch = batch
+        # None once finished; ``_room``: characters still to queue before the machine runs.
+        self._queued: list[str] | None = []
+        self._room = batch
         self._c = compiled
         self._schemas = schemas
         self._pending = ""
@@ -140,57 +139,37 @@ class DelimitedStream:
         self._errors: list[ToolParseError] = []
         self._index = 0
         self._events: list[ParseEvent] = []
-        self._bind_feed_and_finish(max(1, batch))
 
     # -- public API -------------------------------------------------------------------------
 
-    def _bind_feed_and_finish(self, batch: int) -> None:
-        """Build ``feed`` and ``finish`` as closures over the queue and a character budget.
+    def feed(self, chunk: str) -> list[ParseEvent]:
+        queued = self._queued
+        if queued is None:
+            raise RuntimeError("feed() after finish(): start a new stream")
+        queued.append(chunk)
+        self._room -= len(chunk)
+        if self._room > 0:
+            return []
+        self._pending += "".join(queued)
+        self._queued, self._room = [], self._batch
+        self._run(final=False)
+        return self._take_events()
 
-        ``feed`` is called once per chunk, often for a few characters, so its common case is
-        an append, a subtraction and a fresh ``[]``: no attribute lookups, no "finished?"
-        test. ``finish`` sets the budget to 0, which sends any later ``feed`` down the slow
-        branch, where it raises.
-        """
-        queued: list[str] = []
-        append = queued.append
-        room = batch
-        done = False
-
-        def feed(chunk: str) -> list[ParseEvent]:
-            nonlocal room
-            room -= len(chunk)
-            if room > 0:
-                append(chunk)
-                return []
-            if done:
-                raise RuntimeError("feed() after finish(): start a new stream")
-            append(chunk)
+    def finish(self) -> tuple[list[ParseEvent], ParsedTurn]:
+        queued = self._queued
+        if queued is not None:
+            self._queued = None
             self._pending += "".join(queued)
-            queued.clear()
-            room = batch
-            self._run(final=False)
-            return self._take_events()
-
-        def finish() -> tuple[list[ParseEvent], ParsedTurn]:
-            nonlocal room, done
-            if not done:
-                done, room = True, 0
-                self._pending += "".join(queued)
-                queued.clear()
-                self._run(final=True)
-                self._at_end()
-            content = "".join(self._content)
-            turn = ParsedTurn(
-                content=content or None,
-                reasoning=None if self._reasoning is None else "".join(self._reasoning),
-                tool_calls=self._calls,
-                errors=self._errors,
-            )
-            return self._take_events(), turn
-
-        self.feed = feed
-        self.finish = finish
+            self._run(final=True)
+            self._at_end()
+        content = "".join(self._content)
+        turn = ParsedTurn(
+            content=content or None,
+            reasoning=None if self._reasoning is None else "".join(self._reasoning),
+            tool_calls=self._calls,
+            errors=self._errors,
+        )
+        return self._take_events(), turn
 
     # -- driver -----------------------------------------------------------------------------
 
