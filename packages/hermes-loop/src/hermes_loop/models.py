@@ -155,13 +155,13 @@ class _ChatSession:
 
     def _with_unique_ids(self, turn: int, message: Message) -> Message:
         """The server's message, with empty or repeated tool-call ids replaced (see CallIds)."""
-        calls = message.tool_calls
-        fixed = tuple(
-            attrs.evolve(c, id=self._ids.assign(turn, i, c.id)) for i, c in enumerate(calls)
-        )
-        if all(a.id == b.id for a, b in zip(calls, fixed, strict=True)):
+        fixed: list[ToolCall] = []
+        for index, call in enumerate(message.tool_calls):
+            chosen = self._ids.assign(turn, index, call.id)
+            fixed.append(call if chosen == call.id else ToolCall(chosen, call.name, call.arguments))
+        if all(a is b for a, b in zip(message.tool_calls, fixed, strict=True)):
             return message
-        return attrs.evolve(message, tool_calls=fixed)
+        return attrs.evolve(message, tool_calls=tuple(fixed))
 
     async def add_tool_messages(self, messages: Sequence[Message]) -> None:
         return None
