@@ -19,6 +19,15 @@ from hermes_loop.config import (
     ToolCallFinished,
     TurnStarted,
 )
+from hermes_loop.factory import (
+    SERVER_TYPES,
+    ModelHandle,
+    ModelSpec,
+    ServerType,
+    check_spec,
+    open_model,
+    probe_server,
+)
 from hermes_loop.hf_tokenizer import HFTokenizer
 from hermes_loop.http_client import HTTPBackend, JSONPoster, RetryPolicy
 from hermes_loop.ledger import (
@@ -37,6 +46,7 @@ from hermes_loop.tool_calls import PendingCall, SchemaCache, ToolHandler, valida
 from hermes_loop.vllm_backend import VLLMBackend
 
 __all__ = [
+    "SERVER_TYPES",
     "AgentLoop",
     "CallIds",
     "ChatModel",
@@ -50,6 +60,8 @@ __all__ = [
     "LlamaServerBackend",
     "LoopEvent",
     "LoopLimits",
+    "ModelHandle",
+    "ModelSpec",
     "Observer",
     "OpenAIChatBackend",
     "PendingCall",
@@ -57,6 +69,7 @@ __all__ = [
     "RolloutFinished",
     "SGLangBackend",
     "SchemaCache",
+    "ServerType",
     "TemplateBridge",
     "TokenLedger",
     "TokenModel",
@@ -65,11 +78,14 @@ __all__ = [
     "TurnOutput",
     "TurnStarted",
     "VLLMBackend",
+    "check_spec",
     "compare_ids",
     "default_end_token_ids",
     "hermes_tool_call_text",
     "hermes_tools_system_prompt",
+    "open_model",
     "parse_chat_response",
+    "probe_server",
     "run",
     "template_end_token",
     "validate_call",
