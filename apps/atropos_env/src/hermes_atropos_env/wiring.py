@@ -74,7 +74,9 @@ class HermesRolloutSource:
         return self._retokenizer(messages)
 
 
-def _agent(env: HermesAtroposEnvConfig, parts: ModelParts) -> AgentLoop:
+def _agent(
+    env: HermesAtroposEnvConfig, parts: ModelParts, generation_timeout_s: float
+) -> AgentLoop:
     return AgentLoop(
         parts.model,
         # no sampling seed: the members of a group must sample independently
@@ -86,6 +88,7 @@ def _agent(env: HermesAtroposEnvConfig, parts: ModelParts) -> AgentLoop:
             max_tokens_per_turn=env.max_tokens_per_turn,
             max_context_tokens=env.max_token_length - 1,
             tool_timeout_s=env.terminal_timeout + TOOL_TIMEOUT_MARGIN_S,
+            generation_timeout_s=generation_timeout_s,
         ),
     )
 
@@ -116,7 +119,7 @@ async def open_hermes_source(
         open_model(env, inference) as parts,
     ):
         runner = RolloutRunner(
-            environment, pool, _agent(env, parts), toolsets, config=runner_config
+            environment, pool, _agent(env, parts, inference.timeout), toolsets, config=runner_config
         )
         retokenizer = ChatTemplateRetokenizer(parts.tokenizer, parts.template, tools)
         yield HermesRolloutSource(environment, runner, selection, retokenizer, env.seed)
