@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -12,7 +13,9 @@ from hermes_loop import (
     LoopLimits,
     TokenLedger,
     TokenModel,
+    compare_ids,
 )
+from hermes_loop.embedded import GGUFTokenizer, default_model_path
 from hermes_protocols import Generation, Message, StopReason
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -165,12 +168,65 @@ async def test_drift_reports_non_canonical_sampled_tokens(
     result = await loop.run([Message.user("hi")], tools=[], executor=kit.RecordingExecutor())
     assert result.trace is not None
     assert list(result.trace.ids[-len(spelled) - 1 :]) == [*spelled, tok.eos_token_id]
-    assert result.drift is not None
-    assert result.drift.drifted
-    assert result.drift.length_delta == len(canonical) - len(spelled)
-    first_gen = len(result.trace) - len(spelled) - 1
-    assert result.drift.positions[0] == first_gen
+    drift = result.drift
+    # the same text spelled differently is inherent, never drift, and it does not shift the
+    # comparison of the ids after it
+    assert not drift.drifted
+    assert (drift.mismatches, drift.positions) == (0, ())
+    assert drift.noncanonical_tokens == len(spelled)
+    assert drift.noncanonical_regions == 1
+    assert drift.length_delta == len(canonical) - len(spelled)
     assert result.messages[-1] == Message.assistant("hello")
+
+
+def test_real_drift_counts_the_differing_region_only(hf_tokenizer: HFTokenizer) -> None:
+    tok = hf_tokenizer
+    head = [i for ch in "hello" for i in tok.encode(ch)]  # non-canonical, same text
+    actual = [*head, *tok.encode(" big world, said the model")]
+    expected = [*tok.encode("hello"), *tok.encode(" small world, said the model")]
+    drift = compare_ids(actual, expected, decode=tok.decode)
+    assert drift.drifted
+    assert drift.noncanonical_tokens == len(head)
+    changed = max(len(tok.encode(" big")), len(tok.encode(" small")))
+    assert 0 < drift.mismatches <= changed  # not every position after the re-spelled word
+    positional = sum(a != b for a, b in zip(actual, expected, strict=False))
+    assert positional > changed  # what a position-by-position count would have reported
+    assert len(head) <= drift.positions[0] < len(head) + changed
+
+
+def test_split_character_is_lossy_not_drift(hf_tokenizer: HFTokenizer) -> None:
+    tok = hf_tokenizer
+    ids = tok.encode("caf\u00e9 \U0001f600")
+    for cut in range(1, len(ids)):
+        cut_ids = ids[:cut]
+        text = tok.decode(cut_ids)  # a generation cut by max_tokens inside a character
+        if "\ufffd" in text and tok.encode(text) != cut_ids:
+            break
+    else:
+        pytest.skip("the test vocabulary has no id ending inside a character")
+    drift = compare_ids(cut_ids, tok.encode(text), decode=tok.decode)
+    assert not drift.drifted
+    assert drift.noncanonical_tokens == 0
+    assert drift.lossy_tokens > 0
+    # and a real change next to nothing lossy is still drift
+    assert compare_ids(cut_ids, tok.encode("cafe"), decode=tok.decode).drifted
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=safe_text, other=safe_text, cuts=st.lists(st.integers(0, 30), max_size=6))
+def test_respelling_is_never_drift_and_changed_text_always_is(
+    hf_tokenizer: HFTokenizer, text: str, other: str, cuts: list[int]
+) -> None:
+    tok = hf_tokenizer
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    spelled = [i for a, b in itertools.pairwise(bounds) for i in tok.encode(text[a:b])]
+    assert tok.decode(spelled) == text
+    canonical = tok.encode(text)
+    same = compare_ids(spelled, canonical, decode=tok.decode)
+    assert not same.drifted
+    assert (same.noncanonical_tokens > 0) == (spelled != canonical)
+    changed = compare_ids(spelled, tok.encode(other), decode=tok.decode)
+    assert changed.drifted == (text != other)
 
 
 def test_generation_without_eos_gets_the_turn_end_as_bridge(
@@ -224,3 +280,30 @@ def test_turn_end_token_other_than_eos(
     ledger.add_generation(Generation(ids, [-1.0] * len(ids), finish))
     bridge = ledger.add_messages([Message.tool("ok", "c1")])
     assert tok.decode(bridge) == expected_prefix + tool_bridge(["ok"])
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer() -> GGUFTokenizer:
+    return GGUFTokenizer.from_gguf(default_model_path())
+
+
+def test_smollm2_rollout_regions_are_classified(smollm2_tokenizer: GGUFTokenizer) -> None:
+    """Regions seen in real SmolLM2-135M rollouts (temperature 1, max_tokens 64)."""
+    tok = smollm2_tokenizer
+    head, end = tok.encode("Use the tool"), [tok.eos_token_id, *tok.encode("\n")]
+    # sampled "Ġ" + "×" (space, then the lead byte of a Hebrew letter) where the tokenizer
+    # has one id "Ġ×": the text is the same once the continuation byte (an equal id) follows
+    tail = tok.encode(" \u05de\u05d0")[1:]
+    assert tok.decode([216, 162, *tail]) == tok.decode([12960, *tail]) == " \u05de\u05d0"
+    split = compare_ids(
+        [*head, 216, 162, *tail, *end], [*head, 12960, *tail, *end], decode=tok.decode
+    )
+    assert (split.drifted, split.noncanonical_tokens, split.lossy_tokens) == (False, 2, 0)
+    # a flag emoji cut by max_tokens after three of its bytes: the message holds U+FFFD
+    cut = [10813, 225]
+    assert tok.decode(cut) == "\ufffd"
+    assert tok.encode("\ufffd") != cut
+    lossy = compare_ids(
+        [*head, *cut, *end], [*head, *tok.encode("\ufffd"), *end], decode=tok.decode
+    )
+    assert (lossy.drifted, lossy.noncanonical_tokens, lossy.lossy_tokens) == (False, 0, 2)

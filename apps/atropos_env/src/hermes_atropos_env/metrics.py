@@ -25,6 +25,7 @@ class RolloutMetrics:
     _rewards: list[float] = attrs.field(factory=list)
     _turns: list[int] = attrs.field(factory=list)
     _drift_mismatches: list[int] = attrs.field(factory=list)
+    _noncanonical: list[int] = attrs.field(factory=list)
     _drifted: int = 0
     _tool_errors: Counter[str] = attrs.field(factory=Counter)
     _stop_reasons: Counter[str] = attrs.field(factory=Counter)
@@ -58,6 +59,7 @@ class RolloutMetrics:
             self._tool_errors.update(str(error.kind) for error in result.tool_errors)
             if result.drift is not None:
                 self._drift_mismatches.append(result.drift.mismatches)
+                self._noncanonical.append(result.drift.noncanonical_tokens)
                 self._drifted += int(result.drift.drifted)
 
     def snapshot(self) -> dict[str, float]:
@@ -79,6 +81,7 @@ class RolloutMetrics:
         if self._drift_mismatches:
             out[f"{p}/drift_mismatches_mean"] = statistics.fmean(self._drift_mismatches)
             out[f"{p}/drift_rate"] = self._drifted / len(self._drift_mismatches)
+            out[f"{p}/noncanonical_tokens_mean"] = statistics.fmean(self._noncanonical)
         for kind, count in self._tool_errors.items():
             out[f"{p}/tool_errors/{kind}"] = float(count)
         for reason, count in self._stop_reasons.items():

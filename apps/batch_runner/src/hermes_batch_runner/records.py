@@ -79,6 +79,8 @@ def _result_fields(result: AgentResult) -> JSONObject:
             "mismatches": result.drift.mismatches,
             "length_delta": result.drift.length_delta,
             "positions": list(result.drift.positions),
+            "noncanonical_tokens": result.drift.noncanonical_tokens,
+            "lossy_tokens": result.drift.lossy_tokens,
         }
     return out
 

@@ -9,13 +9,15 @@
    the rest (``\\n``) stays in the bridge. Any end-of-turn id the model sampled (the set is
    explicit: ``end_token_ids``) stands for the template's end-of-turn token this way. History is
    never re-rendered.
-4. :meth:`TokenLedger.drift` re-renders the final conversation, re-tokenizes it and counts the
-   positions where it differs from the trace.
+4. :meth:`TokenLedger.drift` re-renders the final conversation, re-tokenizes it and aligns it
+   with the trace. A differing region whose text is the same on both sides is a non-canonical
+   tokenization the model sampled (inherent, never drift); the others are real drift.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import difflib
+from collections.abc import Callable, Iterable, Sequence
 
 from hermes_protocols import (
     ChatTemplate,
@@ -33,6 +35,10 @@ from hermes_loop.chat_template import ChatTemplateError
 _MARK = "hermes-bridge-marker-7f3a"
 _DUMMY_PREFIX = (Message.user("hermes-bridge-user"), Message.assistant(_MARK))
 MAX_DRIFT_POSITIONS = 32
+#: differing regions separated by at most this many equal ids are judged as one region
+_MERGE_GAP = 4
+#: equal ids on each side of a region decoded with it (a UTF-8 character spans up to 4 bytes)
+_CONTEXT = 3
 
 
 class TemplateBridge:
@@ -240,7 +246,7 @@ class TokenLedger:
             # the template closes the last turn (e.g. "\n" after <|im_end|>); the trace stops at
             # the sampled stop token, so close it the same way before comparing
             actual += self._tok.encode(self.bridge_text((), add_generation_prompt=False))
-        return compare_ids(actual, expected)
+        return compare_ids(actual, expected, decode=self._tok.decode)
 
     def _append_context(self, ids: Sequence[int]) -> None:
         self.ids.extend(ids)
@@ -249,17 +255,86 @@ class TokenLedger:
         self._ends_with_generation = False
 
 
-def compare_ids(actual: Sequence[int], expected: Sequence[int]) -> DriftReport:
-    """Position-wise comparison; positions beyond the shorter sequence count as mismatches."""
+def compare_ids(
+    actual: Sequence[int],
+    expected: Sequence[int],
+    *,
+    decode: Callable[[Sequence[int]], str] | None = None,
+) -> DriftReport:
+    """Align the trace (``actual``) with the re-tokenization (``expected``) and judge each
+    differing region: with ``decode``, a region decoding to the same text on both sides (and
+    holding no U+FFFD from split characters) is non-canonical tokenization, not drift. A
+    region counts ``max(len(trace side), len(retokenized side))`` mismatches, so one shifted
+    id no longer turns every later position into a mismatch. Regions equal only through U+FFFD
+    count as ``lossy_tokens``."""
+    start = 0
+    limit = min(len(actual), len(expected))
+    while start < limit and actual[start] == expected[start]:
+        start += 1
+    end = 0
+    while end < limit - start and actual[-1 - end] == expected[-1 - end]:
+        end += 1
+    a_mid = list(actual[start : len(actual) - end])
+    e_mid = list(expected[start : len(expected) - end])
     positions: list[int] = []
-    mismatches = 0
-    for index in range(max(len(actual), len(expected))):
-        a = actual[index] if index < len(actual) else None
-        b = expected[index] if index < len(expected) else None
-        if a != b:
-            mismatches += 1
-            if len(positions) < MAX_DRIFT_POSITIONS:
-                positions.append(index)
+    mismatches = noncanonical = regions = lossy = 0
+    found = _regions(a_mid, e_mid, decode)
+    for index, (i1, i2, j1, j2) in enumerate(found):
+        # judge the text with up to _CONTEXT equal ids on each side (the same on both sides),
+        # so a re-spelling that splits a multi-byte character decodes whole
+        left = min(_CONTEXT, i1 - found[index - 1][1] if index else start + i1)
+        after = found[index + 1][0] if index + 1 < len(found) else len(a_mid) + end
+        right = min(_CONTEXT, after - i2)
+        a_seg = list(actual[start + i1 - left : start + i2 + right])
+        e_seg = list(expected[start + j1 - left : start + j2 + right])
+        if decode is not None and _same_text(decode, a_seg, e_seg):
+            noncanonical += i2 - i1
+            regions += 1
+            continue
+        if decode is not None and _same_text(decode, a_seg, e_seg, lossy=True):
+            lossy += i2 - i1
+            continue
+        mismatches += max(i2 - i1, j2 - j1)
+        if len(positions) < MAX_DRIFT_POSITIONS:
+            positions.append(start + i1)
     return DriftReport(
-        mismatches=mismatches, length_delta=len(expected) - len(actual), positions=positions
+        mismatches=mismatches,
+        length_delta=len(expected) - len(actual),
+        positions=positions,
+        noncanonical_tokens=noncanonical,
+        noncanonical_regions=regions,
+        lossy_tokens=lossy,
     )
+
+
+def _same_text(
+    decode: Callable[[Sequence[int]], str], a: list[int], e: list[int], *, lossy: bool = False
+) -> bool:
+    """Both sides decode to the same text, without (or, if ``lossy``, with) U+FFFD in it."""
+    if not a or not e:
+        return False
+    text = decode(a)
+    return (("\ufffd" in text) == lossy) and text == decode(e)
+
+
+def _regions(
+    a: list[int], e: list[int], decode: Callable[[Sequence[int]], str] | None
+) -> list[tuple[int, int, int, int]]:
+    """Differing regions ``(i1, i2, j1, j2)``; a region whose texts differ absorbs the next one
+    when at most ``_MERGE_GAP`` equal ids lie between (one re-spelling can share an id by chance,
+    e.g. ``HA RA H`` against ``H AR AH``)."""
+    if not a and not e:
+        return []
+    matcher = difflib.SequenceMatcher(a=a, b=e, autojunk=False)
+    found: list[tuple[int, int, int, int]] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        if found:
+            p1, p2, q1, q2 = found[-1]
+            close = i1 - p2 <= _MERGE_GAP
+            if close and not (decode is not None and _same_text(decode, a[p1:p2], e[q1:q2])):
+                found[-1] = (p1, i2, q1, j2)
+                continue
+        found.append((i1, i2, j1, j2))
+    return found

@@ -74,14 +74,23 @@ class TokenTrace:
 class DriftReport:
     """Difference between the trace and a re-render + re-tokenization of the final messages.
 
-    ``positions`` lists the first mismatching indices (capped); ``length_delta`` is
-    ``len(retokenized) - len(trace)``. Zero mismatches and zero delta mean no drift.
+    ``mismatches`` and ``positions`` (the first differing indices, capped) cover only regions
+    whose *text* differs: real drift, the re-render is not what the model saw.
+    ``noncanonical_tokens`` counts trace ids in regions that decode to the same text as the
+    re-tokenization (the model sampled a non-canonical tokenization of its own text, which
+    re-tokenizing can never reproduce: exactly why the trace is kept), in
+    ``noncanonical_regions`` regions; ``lossy_tokens`` counts ids equal only through U+FFFD
+    (bytes that are no valid UTF-8, e.g. a character cut by ``max_tokens``). Neither is drift.
+    ``length_delta`` is ``len(retokenized) - len(trace)`` over everything.
     """
 
     mismatches: int
     length_delta: int
     positions: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    noncanonical_tokens: int = 0
+    noncanonical_regions: int = 0
+    lossy_tokens: int = 0
 
     @property
     def drifted(self) -> bool:
-        return self.mismatches > 0 or self.length_delta != 0
+        return self.mismatches > 0
