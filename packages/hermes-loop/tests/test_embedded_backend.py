@@ -311,9 +311,11 @@ async def test_timeouts_are_typed_and_leave_the_backend_usable(
     embedded_tokenizer: GGUFTokenizer,
     embedded_template: JinjaChatTemplate,
 ) -> None:
-    backend = EmbeddedTokenBackend(embedded_runtime, timeout_s=0.5)
+    # 10 ms is below one decode step of this model on this CPU, so the request cannot finish
+    # in time whatever the sampled text (an early EOS cannot make the test pass by luck)
+    backend = EmbeddedTokenBackend(embedded_runtime, timeout_s=0.01)
     prompt = chat_prompt(embedded_tokenizer, embedded_template, "Count to one thousand.")
-    with pytest.raises(BackendTimeout, match=r"did not answer within 0\.5 s"):
+    with pytest.raises(BackendTimeout, match=r"did not answer within 0\.01 s"):
         await backend.generate(prompt, sampling=SamplingParams(max_tokens=1500, seed=1))
     backend.timeout_s = 60
     assert len((await backend.generate(prompt, sampling=SamplingParams(max_tokens=1))).ids) == 1
