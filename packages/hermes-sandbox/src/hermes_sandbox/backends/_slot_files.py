@@ -64,3 +64,22 @@ class WorkspaceFiles:
 
     async def download(self, path: str, local_path: str) -> None:
         await anyio.to_thread.run_sync(self._download, path, local_path)
+
+
+class HostFilesSlot:
+    """Base of slots whose workspace is a host directory: the Slot/FileTransfer file methods,
+    served by ``self._files``."""
+
+    _files: WorkspaceFiles
+
+    async def read_file(self, path: str) -> bytes:
+        return await self._files.read(path)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._files.write(path, data)
+
+    async def upload(self, local_path: str, remote_path: str) -> None:
+        await self._files.upload(local_path, remote_path)
+
+    async def download(self, remote_path: str, local_path: str) -> None:
+        await self._files.download(remote_path, local_path)

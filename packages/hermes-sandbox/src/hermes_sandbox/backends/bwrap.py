@@ -23,7 +23,7 @@ from hermes_protocols import ExecResult, IsolationUnavailable
 from hermes_sandbox._paths import relative_slot_path
 from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs
-from hermes_sandbox.backends._slot_files import WorkspaceFiles
+from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
 from hermes_sandbox.backends.base import Host, HostSpec
 from hermes_sandbox.backends.bwrap_command import bwrap_argv, bwrap_binary, system_binds
 from hermes_sandbox.backends.cgroups import (
@@ -63,7 +63,7 @@ class BwrapConfig:
     uid_range: tuple[int, int] = (200_000, 265_000)
 
 
-class BwrapSlot:
+class BwrapSlot(HostFilesSlot):
     """A slot whose commands run under bubblewrap; its files are accessed directly."""
 
     def __init__(
@@ -146,18 +146,6 @@ class BwrapSlot:
         if self._cgroup is not None:
             self._cgroup.kill_all()
         _host_dirs.kill_marked(self._marker)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._files.read(path)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await self._files.write(path, data)
-
-    async def upload(self, local_path: str, remote_path: str) -> None:
-        await self._files.upload(local_path, remote_path)
-
-    async def download(self, remote_path: str, local_path: str) -> None:
-        await self._files.download(remote_path, local_path)
 
 
 class BwrapBackend:

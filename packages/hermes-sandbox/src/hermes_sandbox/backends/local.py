@@ -18,7 +18,7 @@ from hermes_protocols import ExecResult, WorkspaceEscape
 from hermes_sandbox._paths import resolve_host_path
 from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs
-from hermes_sandbox.backends._slot_files import WorkspaceFiles
+from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
 from hermes_sandbox.backends.base import Host, HostSpec
 from hermes_sandbox.backends.directory_host import DirectoryHost
 from hermes_sandbox.backends.slot_env import SlotEnv
@@ -43,7 +43,7 @@ class LocalConfig:
     max_output_bytes: int = 1 << 20
 
 
-class LocalSlot:
+class LocalSlot(HostFilesSlot):
     """A workspace directory on the host; commands run there as plain subprocesses."""
 
     def __init__(self, host_id: str, index: int, directory: str, config: LocalConfig) -> None:
@@ -96,18 +96,6 @@ class LocalSlot:
         for pgid in list(self._running):
             kill_group(pgid)
         _host_dirs.kill_marked(self._marker)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._files.read(path)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await self._files.write(path, data)
-
-    async def upload(self, local_path: str, remote_path: str) -> None:
-        await self._files.upload(local_path, remote_path)
-
-    async def download(self, remote_path: str, local_path: str) -> None:
-        await self._files.download(remote_path, local_path)
 
 
 class LocalBackend:
