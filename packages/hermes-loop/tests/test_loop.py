@@ -120,6 +120,36 @@ async def test_length_cut_by_context_budget_is_context_exhausted(
 
 
 @pytest.mark.anyio
+async def test_reply_cut_by_turn_limit_is_truncated_not_final(
+    kit: Any, hf_tokenizer: HFTokenizer
+) -> None:
+    tok = hf_tokenizer
+    text = tok.encode("I will now look at the files and")
+    backend = kit.ScriptedTokenBackend([Generation(text, [-1.0] * len(text), "length")])
+    model = TokenModel(backend, tok, tok.chat_template, kit.HermesTestParser())
+    limits = LoopLimits(max_context_tokens=100_000, max_tokens_per_turn=len(text))
+    result = await AgentLoop(model, limits=limits).run(
+        USER, tools=[kit.ECHO], executor=kit.RecordingExecutor()
+    )
+    assert result.stop_reason == StopReason.TRUNCATED
+    assert result.turn_stats[-1].finish_reason == "length"
+    assert result.trace is not None  # the cut reply is still recorded, token for token
+    assert result.trace.ids[-len(text) :] == tuple(text)
+
+
+@pytest.mark.anyio
+async def test_complete_reply_at_stop_is_final_answer(kit: Any, hf_tokenizer: HFTokenizer) -> None:
+    tok = hf_tokenizer
+    text = [*tok.encode("All done."), tok.eos_token_id]
+    backend = kit.ScriptedTokenBackend([Generation(text, [-1.0] * len(text), "stop")])
+    model = TokenModel(backend, tok, tok.chat_template, kit.HermesTestParser())
+    result = await AgentLoop(model, limits=LoopLimits(max_tokens_per_turn=len(text))).run(
+        USER, tools=[kit.ECHO], executor=kit.RecordingExecutor()
+    )
+    assert result.stop_reason == StopReason.FINAL_ANSWER
+
+
+@pytest.mark.anyio
 async def test_rollout_timeout_keeps_partial_result(kit: Any) -> None:
     backend = kit.ScriptedChatBackend([echo_call("c1", '{"text": "x"}')] * 3)
     loop = AgentLoop(

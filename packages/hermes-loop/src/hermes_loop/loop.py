@@ -203,10 +203,7 @@ class AgentLoop:
                 )
             )
             if not out.calls:
-                truncated = (
-                    out.finish_reason == "length" and max_tokens < limits.max_tokens_per_turn
-                )
-                state.stop = StopReason.CONTEXT_EXHAUSTED if truncated else StopReason.FINAL_ANSWER
+                state.stop = _no_call_stop(out.finish_reason, max_tokens, limits)
                 return
             state.messages.extend(tool_messages)
             try:
@@ -245,6 +242,19 @@ class AgentLoop:
                 observer(event)
             except Exception:
                 _log.exception("observer %r failed on %s; the rollout goes on", observer, event)
+
+
+def _no_call_stop(finish_reason: str, max_tokens: int, limits: LoopLimits) -> StopReason:
+    """Why a turn without tool calls ends the rollout.
+
+    A reply cut by the token limit is not an answer: ``context_exhausted`` when the context
+    budget shortened the turn, ``truncated`` when the per-turn limit cut it.
+    """
+    if finish_reason != "length":
+        return StopReason.FINAL_ANSWER
+    if max_tokens < limits.max_tokens_per_turn:
+        return StopReason.CONTEXT_EXHAUSTED
+    return StopReason.TRUNCATED
 
 
 class GenerationTimeout(BackendTimeout):

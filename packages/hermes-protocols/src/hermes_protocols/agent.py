@@ -16,6 +16,7 @@ from hermes_protocols.tools import ToolExecutor, ToolSchema
 
 class StopReason(enum.StrEnum):
     FINAL_ANSWER = "final_answer"
+    TRUNCATED = "truncated"
     MAX_TURNS = "max_turns"
     CONTEXT_EXHAUSTED = "context_exhausted"
     ROLLOUT_TIMEOUT = "rollout_timeout"

@@ -13,6 +13,13 @@ from hermes_protocols.tokens import _floats, _ints
 from hermes_protocols.tools import ToolSchema
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "abort"]
+LogprobMode: TypeAlias = Literal["sampled", "raw"]
+"""Which distribution a recorded logprob comes from.
+
+``sampled``: the distribution the token was actually drawn from (temperature, top-k and top-p
+applied, renormalized): the behaviour policy an importance ratio needs. ``raw``: the model's
+untempered log-softmax.
+"""
 
 
 def _strs(values: Iterable[str]) -> tuple[str, ...]:
@@ -29,6 +36,7 @@ class SamplingParams:
     max_tokens: int = 1024
     seed: int | None = None
     stop: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    logprob_mode: LogprobMode = "sampled"
 
 
 @attrs.frozen(slots=True)
@@ -66,6 +74,7 @@ class Generation:
     ids: tuple[int, ...] = attrs.field(converter=_ints)
     logprobs: tuple[float, ...] = attrs.field(converter=_floats)
     finish_reason: FinishReason
+    logprob_mode: LogprobMode = "raw"
 
     def __attrs_post_init__(self) -> None:
         if len(self.ids) != len(self.logprobs):
