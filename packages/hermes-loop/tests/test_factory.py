@@ -146,9 +146,11 @@ async def test_token_servers_get_extra_body_api_key_and_the_tokenizer(
             tokenizer=str(tokenizer_dir),
             extra_body=EXTRA,
             timeout_s=5,
+            end_token_ids=(2, 0),
         )
         async with open_model(spec, parser) as handle:
             assert isinstance(handle.model, TokenModel)
+            assert handle.model.end_token_ids == {0, 2}
             assert handle.tokenizer is handle.model.tokenizer
             assert handle.template is not None
             assert handle.export_hf_tokenizer is None

@@ -6,6 +6,12 @@
 ``extra_body`` reaches every HTTP backend the same way (merged into each request body). A remote
 URL is probed once, so an unreachable server fails in seconds with the URL named.
 
+Token backends get every end-of-generation id (:mod:`hermes_loop.end_ids`: from llama-server
+itself, or the tokenizer directory, or ``end_token_ids``). ``server_logprob_mode`` tells the
+vLLM / SGLang backends which logprobs their server returns (a start-up setting there).
+``parse_content_tool_calls`` is phase 1's explicit fallback for servers that ignore ``tools``:
+tool calls are parsed client-side from ``content`` with the run's parser.
+
 Error messages name options through ``option_names`` (``{"base_url": "--model-url"}``), so each
 app reports its own flags; unmapped fields read ``ModelSpec.<field>``.
 """
@@ -19,9 +25,17 @@ from typing import Any, Literal
 
 import attrs
 import httpx
-from hermes_protocols import BackendError, ChatTemplate, ConfigError, JSONObject, ToolCallParser
+from hermes_protocols import (
+    BackendError,
+    ChatTemplate,
+    ConfigError,
+    JSONObject,
+    LogprobMode,
+    ToolCallParser,
+)
 from hermes_protocols import Tokenizer as TokenizerProtocol
 
+from hermes_loop.end_ids import resolve_end_ids
 from hermes_loop.hf_tokenizer import HFTokenizer
 from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.models import ChatModel, TokenModel
@@ -40,6 +54,10 @@ def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> N
         raise ConfigError(f"ModelSpec.{attribute.name} must be > 0, got {value!r}")
 
 
+def _id_tuple(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(int(v) for v in value)
+
+
 def _server_type(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
     if value not in SERVER_TYPES:
         raise ConfigError(f"unknown server type {value!r}; known: {', '.join(SERVER_TYPES)}")
@@ -54,6 +72,10 @@ class ModelSpec:
     so callers can retokenize); ``gguf_path`` the embedded model file (default: SmolLM2).
     ``timeout_s`` bounds each request (embedded: each generation); ``probe_timeout_s`` the
     one-off reachability probe of ``base_url`` (``probe=False`` skips it).
+    ``end_token_ids`` replaces the end ids read from the server / tokenizer (token mode);
+    ``server_logprob_mode`` is the mode a vLLM / SGLang server returns (``None``: the engine's
+    default, raw for vLLM, sampled for SGLang); ``parse_content_tool_calls`` turns on phase 1's
+    client-side parsing of tool calls found in ``content``.
     """
 
     server_type: ServerType = attrs.field(default="embedded", validator=_server_type)
@@ -67,6 +89,9 @@ class ModelSpec:
     probe_timeout_s: float = attrs.field(default=DEFAULT_PROBE_TIMEOUT_S, validator=_positive)
     context_tokens: int = attrs.field(default=4096, validator=_positive)
     gguf_path: str | None = None
+    end_token_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_id_tuple)
+    server_logprob_mode: LogprobMode | None = None
+    parse_content_tool_calls: bool = False
 
 
 HFExport = Callable[[str | Path], Awaitable[Path]]
@@ -154,13 +179,28 @@ async def open_model(
                 url, model=spec.model, api_key=spec.api_key or None, timeout_s=spec.timeout_s
             )
             stack.push_async_callback(chat.aclose)
-            model: ChatModel | TokenModel = ChatModel(chat, extra_body=spec.extra_body)
+            model: ChatModel | TokenModel = ChatModel(
+                chat,
+                extra_body=spec.extra_body,
+                parser=parser,
+                parse_content=spec.parse_content_tool_calls,
+            )
         else:
             assert tokenizer is not None  # check_spec
             assert template is not None
             backend = _token_backend(spec, url)
             stack.push_async_callback(backend.aclose)
-            model = TokenModel(backend, tokenizer, template, parser)
+            server_ids: frozenset[int] = frozenset()
+            if isinstance(backend, LlamaServerBackend) and spec.end_token_ids is None:
+                server_ids = await backend.end_token_ids()
+            end_ids = resolve_end_ids(
+                tokenizer,
+                template,
+                override=spec.end_token_ids,
+                server=server_ids,
+                directory=spec.tokenizer,
+            )
+            model = TokenModel(backend, tokenizer, template, parser, end_token_ids=end_ids)
         yield ModelHandle(model, spec.model or f"{spec.server_type}:{url}", tokenizer, template)
 
 
@@ -168,12 +208,21 @@ def _token_backend(spec: ModelSpec, url: str) -> SGLangBackend | VLLMBackend | L
     timeout, api_key = spec.timeout_s, spec.api_key or None
     if spec.server_type == "sglang":
         return SGLangBackend(
-            url, extra_sampling=spec.extra_body, api_key=api_key, timeout_s=timeout
+            url,
+            extra_sampling=spec.extra_body,
+            logprob_mode=spec.server_logprob_mode or "sampled",
+            api_key=api_key,
+            timeout_s=timeout,
         )
     if spec.server_type == "vllm":
         assert spec.model is not None  # check_spec
         return VLLMBackend(
-            url, model=spec.model, extra_body=spec.extra_body, api_key=api_key, timeout_s=timeout
+            url,
+            model=spec.model,
+            extra_body=spec.extra_body,
+            logprob_mode=spec.server_logprob_mode or "raw",
+            api_key=api_key,
+            timeout_s=timeout,
         )
     return LlamaServerBackend(url, extra_body=spec.extra_body, api_key=api_key, timeout_s=timeout)
 

@@ -23,6 +23,7 @@ from hermes_protocols import (
     ChatTemplate,
     DriftReport,
     Generation,
+    LogprobMode,
     Message,
     Tokenizer,
     TokenTrace,
@@ -150,6 +151,10 @@ class TokenLedger:
         self.ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] = []
+        #: trainable positions the engine returned no logprob for (NaN in :attr:`logprobs`)
+        self.missing_logprobs: list[int] = []
+        #: the logprob modes the generations returned (one, unless the engine changed)
+        self.logprob_modes: set[LogprobMode] = set()
         #: positions where a sampled end id other than the template's stands for it
         self._stand_ins: list[int] = []
         self._last_stop_text = ""
@@ -175,7 +180,10 @@ class TokenLedger:
         self._append_context(prompt)
 
     def add_generation(self, generation: Generation) -> None:
-        """Append sampled ids as trainable, with their logprobs."""
+        """Append sampled ids as trainable, with their logprobs (and missing positions)."""
+        offset = len(self.ids)
+        self.missing_logprobs.extend(offset + p for p in generation.missing_logprobs)
+        self.logprob_modes.add(generation.logprob_mode)
         self.ids.extend(generation.ids)
         self.mask.extend([1] * len(generation.ids))
         self.logprobs.extend(generation.logprobs)
@@ -228,7 +236,14 @@ class TokenLedger:
         self._append_context(ids)
 
     def trace(self) -> TokenTrace:
-        return TokenTrace(ids=self.ids, mask=self.mask, logprobs=self.logprobs, source="sampler")
+        return TokenTrace(
+            ids=self.ids,
+            mask=self.mask,
+            logprobs=self.logprobs,
+            source="sampler",
+            missing_logprobs=self.missing_logprobs,
+            logprob_mode=next(iter(self.logprob_modes)) if len(self.logprob_modes) == 1 else None,
+        )
 
     def drift(self, messages: Sequence[Message]) -> DriftReport:
         """Compare the trace with a re-render + re-tokenization of ``messages``."""

@@ -12,9 +12,11 @@ import attrs
 from hermes_protocols import (
     AgentResult,
     BackendTimeout,
+    JSONObject,
     Message,
     SamplingParams,
     StopReason,
+    TokenTrace,
     ToolCallError,
     ToolExecutor,
     ToolSchema,
@@ -233,6 +235,7 @@ class AgentLoop:
             turn_stats=state.stats,
             drift=drift,
             error=state.error,
+            metadata={"sampling": sampling_record(self.sampling, trace)},
         )
 
     def _emit(self, event: LoopEvent) -> None:
@@ -242,6 +245,23 @@ class AgentLoop:
                 observer(event)
             except Exception:
                 _log.exception("observer %r failed on %s; the rollout goes on", observer, event)
+
+
+def sampling_record(sampling: SamplingParams, trace: TokenTrace | None) -> JSONObject:
+    """What a record says about how its tokens were sampled: the parameters, the logprob mode
+    requested and the one the engine returned (``None`` without logprobs), and the positions
+    without a logprob."""
+    return {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "max_tokens": sampling.max_tokens,
+        "seed": sampling.seed,
+        "stop": list(sampling.stop),
+        "logprob_mode_requested": sampling.logprob_mode,
+        "logprob_mode": trace.logprob_mode if trace is not None else None,
+        "missing_logprobs": list(trace.missing_logprobs) if trace is not None else [],
+    }
 
 
 def _no_call_stop(finish_reason: str, max_tokens: int, limits: LoopLimits) -> StopReason:

@@ -13,23 +13,24 @@ import attrs
 from hermes_protocols import (
     ChatBackend,
     ChatTemplate,
+    ConfigError,
     DriftReport,
     JSONObject,
     Message,
-    ParsedTurn,
     SamplingParams,
     TokenBackend,
     Tokenizer,
     TokenTrace,
     ToolCall,
     ToolCallParser,
-    ToolErrorKind,
     ToolSchema,
 )
 from hermes_protocols.convert import tools_to_openai
 
+from hermes_loop.ignored_tools import IgnoredToolsCheck
 from hermes_loop.ledger import TemplateBridge, TokenLedger
 from hermes_loop.offload import run_sized
+from hermes_loop.parsed_turns import turn_message
 from hermes_loop.tool_calls import PendingCall, SchemaCache, validate_call
 
 
@@ -92,12 +93,29 @@ class CallIds:
 class ChatModel:
     """Phase 1: an OpenAI-compatible chat backend; the server parses tool calls.
 
-    ``extra_body`` is sent untouched with every request (provider preferences, etc.).
+    ``extra_body`` is sent untouched with every request (provider preferences, etc.). With a
+    ``parser`` the run notices (and says once) when the server evidently ignores ``tools``
+    (:mod:`hermes_loop.ignored_tools`); ``parse_content`` then reads tool calls from
+    ``content`` client-side, the explicit fallback for such servers.
     """
 
     backend: ChatBackend
     extra_body: JSONObject | None = None
+    parser: ToolCallParser | None = None
+    parse_content: bool = False
     _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
+    _check: IgnoredToolsCheck | None = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.parse_content and self.parser is None:
+            raise ConfigError("ChatModel.parse_content needs a parser (the run's --parser)")
+        if self.parser is not None:
+            self._check = IgnoredToolsCheck(self.parser, parse_content=self.parse_content)
+
+    @property
+    def ignored_tools(self) -> IgnoredToolsCheck | None:
+        """The run's check for a server that ignores ``tools`` (``None`` without a parser)."""
+        return self._check
 
     def open(
         self, messages: list[Message], tools: Sequence[ToolSchema], sampling: SamplingParams
@@ -117,6 +135,7 @@ class _ChatSession:
         self._messages = messages
         self._tools = tools
         self._by_name = _tool_map(tools)
+        self._openai_tools: list[JSONObject] = tools_to_openai(tools) if tools else []
         self._sampling = sampling
         self._context = 0
         self._ids = CallIds()
@@ -141,10 +160,21 @@ class _ChatSession:
         choice = result.choices[0]
         usage = result.usage
         self._context = usage.prompt_tokens + usage.completion_tokens
-        message = self._with_unique_ids(turn, choice.message)
-        calls = tuple(
-            validate_call(c, self._by_name, self._model._schemas) for c in message.tool_calls
+        check = self._model.ignored_tools
+        parsed = (
+            check.observe(choice.message, self._openai_tools)
+            if check is not None and self._tools
+            else None
         )
+        if parsed is not None:
+            message, calls = turn_message(
+                parsed, turn, self._ids.assign, self._by_name, self._model._schemas
+            )
+        else:
+            message = self._with_unique_ids(turn, choice.message)
+            calls = tuple(
+                validate_call(c, self._by_name, self._model._schemas) for c in message.tool_calls
+            )
         return TurnOutput(
             message=message,
             calls=calls,
@@ -257,7 +287,9 @@ class _TokenSession:
             ids = ids[:-1]
         text = await run_sized(self._model.tokenizer.decode, ids, len(ids) * 4)
         parsed = self._model.parser.parse(text, tools=self._openai_tools)
-        message, calls = self._turn_message(turn, parsed)
+        message, calls = turn_message(
+            parsed, turn, self._ids.assign, self._by_name, self._model._schemas
+        )
         return TurnOutput(
             message=message,
             calls=calls,
@@ -265,53 +297,6 @@ class _TokenSession:
             prompt_tokens=prompt_tokens,
             completion_tokens=len(generation.ids),
         )
-
-    def _turn_message(
-        self, turn: int, parsed: ParsedTurn
-    ) -> tuple[Message, tuple[PendingCall, ...]]:
-        errors = list(parsed.errors)
-        # (name, raw arguments, decoded arguments or None, why invalid, id), in emission order
-        found: list[tuple[str, str, JSONObject | None, str | None, str | None]] = []
-        for parsed_call in parsed.tool_calls:
-            reason = None
-            if parsed_call.arguments is None:
-                match = next((e for e in errors if e.name in (None, parsed_call.name)), None)
-                if match is not None:
-                    errors.remove(match)
-                reason = match.message if match else "arguments are not a valid JSON object"
-            found.append(
-                (
-                    parsed_call.name,
-                    parsed_call.raw_arguments,
-                    parsed_call.arguments,
-                    reason,
-                    parsed_call.id,
-                )
-            )
-        for error in sorted(errors, key=lambda e: e.call_index):
-            entry = (
-                error.name or "invalid_tool_call",
-                error.raw,
-                None,
-                f"{error.kind}: {error.message}",
-                None,
-            )
-            found.insert(min(max(error.call_index, 0), len(found)), entry)
-        calls: list[PendingCall] = []
-        for index, (name, raw, arguments, reason, given_id) in enumerate(found):
-            call = ToolCall(self._ids.assign(turn, index, given_id), name, raw)
-            if reason is not None or arguments is None:
-                calls.append(
-                    PendingCall(call, None, ToolErrorKind.INVALID_ARGUMENTS, reason or "invalid")
-                )
-            else:
-                calls.append(
-                    validate_call(call, self._by_name, self._model._schemas, arguments=arguments)
-                )
-        message = Message.assistant(
-            parsed.content, tuple(c.call for c in calls), reasoning=parsed.reasoning
-        )
-        return message, tuple(calls)
 
     async def add_tool_messages(self, messages: Sequence[Message]) -> None:
         text = self.ledger.bridge_text(messages, add_generation_prompt=True)

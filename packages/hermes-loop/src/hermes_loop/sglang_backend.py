@@ -5,6 +5,10 @@ Request: ``{"input_ids": [...], "sampling_params": {...}, "return_logprob": true
 "output_token_logprobs": [[logprob, token_id, text|null], ...], "finish_reason": {"type":
 "stop"|"length"|"abort", ...}, ...}}``. Generated ids are the ids of
 ``output_token_logprobs`` (EOS included when sampled) and must agree with ``output_ids``.
+
+The logprob mode is the server's: SGLang returns the logprobs of the temperature-scaled
+distribution it samples from (``sampled``) unless started with
+``SGLANG_RETURN_ORIGINAL_LOGPROB=1`` (``raw``). Pass ``logprob_mode`` to say which one it runs.
 """
 
 from __future__ import annotations
@@ -12,22 +16,43 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hermes_protocols import BackendError, FinishReason, Generation, JSONObject, SamplingParams
+import attrs
+from hermes_protocols import (
+    BackendError,
+    FinishReason,
+    Generation,
+    JSONObject,
+    LogprobMode,
+    SamplingParams,
+)
 
 from hermes_loop.http_client import HTTPBackend, require
+from hermes_loop.logprob_modes import LogprobModeGuard
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 class SGLangBackend(HTTPBackend):
     """A :class:`hermes_protocols.TokenBackend` for an SGLang server (``base_url`` without
-    ``/generate``). ``extra_sampling`` is merged into ``sampling_params`` untouched."""
+    ``/generate``). ``extra_sampling`` is merged into ``sampling_params`` untouched;
+    ``logprob_mode`` is the mode the server returns (``sampled`` by default)."""
 
     def __init__(
-        self, base_url: str, *, extra_sampling: JSONObject | None = None, **options: Any
+        self,
+        base_url: str,
+        *,
+        extra_sampling: JSONObject | None = None,
+        logprob_mode: LogprobMode = "sampled",
+        **options: Any,
     ) -> None:
         super().__init__(base_url, **options)
         self.extra_sampling = dict(extra_sampling or {})
+        self.logprobs = LogprobModeGuard(
+            "SGLang",
+            logprob_mode,
+            "SGLang returns raw logprobs only when started with SGLANG_RETURN_ORIGINAL_LOGPROB=1; "
+            "tell the client which one it runs.",
+        )
 
     def request_body(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> JSONObject:
         params: JSONObject = {
@@ -52,8 +77,9 @@ class SGLangBackend(HTTPBackend):
         }
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
+        mode = self.logprobs.returned(sampling.logprob_mode)
         data = await self._http.post("/generate", self.request_body(prompt_ids, sampling))
-        return parse_generate_response(data)
+        return attrs.evolve(parse_generate_response(data), logprob_mode=mode)
 
 
 def parse_generate_response(data: Mapping[str, Any]) -> Generation:

@@ -4,6 +4,10 @@ Request: ``{"model", "prompt": [ids], "max_tokens", ..., "logprobs": 1,
 "return_tokens_as_token_ids": true, "skip_special_tokens": false}``. Response:
 ``choices[0].logprobs`` with ``tokens`` (``"token_id:<id>"`` strings) and ``token_logprobs``,
 and ``choices[0].finish_reason``.
+
+The logprob mode is the server's: ``vllm serve --logprobs-mode processed_logprobs`` returns the
+sampled distribution's logprobs (temperature, top-k, top-p applied); the default
+``raw_logprobs`` the model's log-softmax. Pass ``logprob_mode`` to say which one it runs.
 """
 
 from __future__ import annotations
@@ -11,9 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hermes_protocols import BackendError, FinishReason, Generation, JSONObject, SamplingParams
+import attrs
+from hermes_protocols import (
+    BackendError,
+    FinishReason,
+    Generation,
+    JSONObject,
+    LogprobMode,
+    SamplingParams,
+)
 
 from hermes_loop.http_client import HTTPBackend, finish_body, require
+from hermes_loop.logprob_modes import LogprobModeGuard
 
 _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 _PREFIX = "token_id:"
@@ -21,14 +34,28 @@ _PREFIX = "token_id:"
 
 class VLLMBackend(HTTPBackend):
     """A :class:`hermes_protocols.TokenBackend` for a vLLM OpenAI server (``base_url`` ends
-    with ``/v1``). ``extra_body`` is merged into every request untouched."""
+    with ``/v1``). ``extra_body`` is merged into every request untouched; ``logprob_mode`` is
+    the mode the server was started with (``raw`` unless ``--logprobs-mode
+    processed_logprobs``)."""
 
     def __init__(
-        self, base_url: str, *, model: str, extra_body: JSONObject | None = None, **options: Any
+        self,
+        base_url: str,
+        *,
+        model: str,
+        extra_body: JSONObject | None = None,
+        logprob_mode: LogprobMode = "raw",
+        **options: Any,
     ) -> None:
         super().__init__(base_url, **options)
         self.model = model
         self.extra_body = dict(extra_body or {})
+        self.logprobs = LogprobModeGuard(
+            "vLLM",
+            logprob_mode,
+            "Start vLLM with --logprobs-mode processed_logprobs (sampled) or raw_logprobs (raw) "
+            "and tell the client which one it runs.",
+        )
 
     def request_body(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> JSONObject:
         body: JSONObject = {
@@ -47,8 +74,9 @@ class VLLMBackend(HTTPBackend):
         return finish_body(body, sampling, self.extra_body)
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
+        mode = self.logprobs.returned(sampling.logprob_mode)
         data = await self._http.post("/completions", self.request_body(prompt_ids, sampling))
-        return parse_completion_response(data)
+        return attrs.evolve(parse_completion_response(data), logprob_mode=mode)
 
 
 def parse_completion_response(data: Mapping[str, Any]) -> Generation:

@@ -43,7 +43,6 @@ from hermes_protocols.inference import (
     ChatTemplate,
     FinishReason,
     Generation,
-    LogprobMode,
     SamplingParams,
     TokenBackend,
     Tokenizer,
@@ -67,7 +66,7 @@ from hermes_protocols.parsing import (
     ToolParseError,
 )
 from hermes_protocols.sandbox import ExecResult, FileTransfer, PoolStats, Slot, SlotPool
-from hermes_protocols.tokens import DriftReport, TokenSource, TokenTrace
+from hermes_protocols.tokens import DriftReport, LogprobMode, TokenSource, TokenTrace
 from hermes_protocols.tools import Tool, ToolExecutor, ToolResult, ToolSchema, Toolset
 
 __all__ = [
@@ -90,13 +89,13 @@ __all__ = [
     "FailureKind",
     "FileTransfer",
     "FinishReason",
-    "LogprobMode",
     "Generation",
     "HermesError",
     "IsolationUnavailable",
     "Item",
     "JSONObject",
     "JSONValue",
+    "LogprobMode",
     "Message",
     "ParseErrorEvent",
     "ParseErrorKind",

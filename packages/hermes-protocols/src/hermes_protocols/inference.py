@@ -9,17 +9,10 @@ import attrs
 
 from hermes_protocols.json_types import JSONObject
 from hermes_protocols.messages import Message
-from hermes_protocols.tokens import _floats, _ints
+from hermes_protocols.tokens import LogprobMode, _floats, _ints
 from hermes_protocols.tools import ToolSchema
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "abort"]
-LogprobMode: TypeAlias = Literal["sampled", "raw"]
-"""Which distribution a recorded logprob comes from.
-
-``sampled``: the distribution the token was actually drawn from (temperature, top-k and top-p
-applied, renormalized): the behaviour policy an importance ratio needs. ``raw``: the model's
-untempered log-softmax.
-"""
 
 
 def _strs(values: Iterable[str]) -> tuple[str, ...]:
@@ -69,16 +62,24 @@ class ChatResult:
 
 @attrs.frozen(slots=True)
 class Generation:
-    """A token backend's answer: generated ids (EOS included when sampled) with logprobs."""
+    """A token backend's answer: generated ids (EOS included when sampled) with logprobs.
+
+    ``missing_logprobs`` lists the positions (indices into ``ids``) the engine returned no
+    logprob for (llama-server omits tokens that end inside a UTF-8 character); their
+    ``logprobs`` entry is NaN. The ids are complete either way.
+    """
 
     ids: tuple[int, ...] = attrs.field(converter=_ints)
     logprobs: tuple[float, ...] = attrs.field(converter=_floats)
     finish_reason: FinishReason
     logprob_mode: LogprobMode = "raw"
+    missing_logprobs: tuple[int, ...] = attrs.field(default=(), converter=_ints)
 
     def __attrs_post_init__(self) -> None:
         if len(self.ids) != len(self.logprobs):
             raise ValueError(f"{len(self.ids)} generated ids but {len(self.logprobs)} logprobs")
+        if any(not 0 <= p < len(self.ids) for p in self.missing_logprobs):
+            raise ValueError(f"missing_logprobs {self.missing_logprobs} outside the generation")
 
 
 @runtime_checkable

@@ -8,6 +8,13 @@ from typing import Literal, TypeAlias
 import attrs
 
 TokenSource: TypeAlias = Literal["sampler", "retokenized"]
+LogprobMode: TypeAlias = Literal["sampled", "raw"]
+"""Which distribution a recorded logprob comes from.
+
+``sampled``: the distribution the token was actually drawn from (temperature, top-k and top-p
+applied, renormalized): the behaviour policy an importance ratio needs. ``raw``: the model's
+untempered log-softmax.
+"""
 
 
 def _ints(values: Iterable[int]) -> tuple[int, ...]:
@@ -34,13 +41,18 @@ class TokenTrace:
     Non-trainable positions (prompt, tool results, template bridges) carry logprob 0.0 and mask 0;
     trainable positions carry the sampler's logprob. ``source`` is ``"sampler"`` when the ids are
     what the sampler produced and ``"retokenized"`` when they were rebuilt from text (phase 1);
-    retokenized traces are never sampler-exact training data.
+    retokenized traces are never sampler-exact training data. ``missing_logprobs`` lists the
+    trainable positions whose logprob the engine did not return (their logprob is NaN);
+    ``logprob_mode`` the distribution the logprobs come from (``None``: no logprobs, or turns
+    of different modes).
     """
 
     ids: tuple[int, ...] = attrs.field(default=(), converter=_ints, validator=_check_aligned)
     mask: tuple[int, ...] = attrs.field(default=(), converter=_ints)
     logprobs: tuple[float, ...] = attrs.field(default=(), converter=_floats)
     source: TokenSource = "sampler"
+    missing_logprobs: tuple[int, ...] = attrs.field(default=(), converter=_ints)
+    logprob_mode: LogprobMode | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -52,17 +64,25 @@ class TokenTrace:
             mask=self.mask + (0,) * len(ids),
             logprobs=self.logprobs + (0.0,) * len(ids),
             source=self.source,
+            missing_logprobs=self.missing_logprobs,
+            logprob_mode=self.logprob_mode,
         )
 
-    def append_generated(self, ids: Sequence[int], logprobs: Sequence[float]) -> TokenTrace:
-        """Return a trace extended with sampled ids and their logprobs (trainable)."""
+    def append_generated(
+        self, ids: Sequence[int], logprobs: Sequence[float], missing: Sequence[int] = ()
+    ) -> TokenTrace:
+        """Return a trace extended with sampled ids and their logprobs (trainable); ``missing``
+        are positions within ``ids`` that have no logprob."""
         if len(ids) != len(logprobs):
             raise ValueError(f"{len(ids)} generated ids but {len(logprobs)} logprobs")
+        offset = len(self.ids)
         return TokenTrace(
             ids=self.ids + tuple(ids),
             mask=self.mask + (1,) * len(ids),
             logprobs=self.logprobs + tuple(logprobs),
             source=self.source,
+            missing_logprobs=self.missing_logprobs + tuple(offset + p for p in missing),
+            logprob_mode=self.logprob_mode,
         )
 
     @property
