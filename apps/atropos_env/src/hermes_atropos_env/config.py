@@ -122,6 +122,19 @@ class InferenceConfig(BaseModel):
         default=600.0, description="Per-request timeout (seconds), queueing included."
     )
     num_max_requests_at_once: int = Field(default=8, description="Concurrent requests.")
+    end_token_ids: list[int] | None = Field(
+        default=None,
+        description="Ids ending a turn (token servers); empty = from the server / tokenizer.",
+    )
+    server_logprob_mode: Literal["sampled", "raw"] | None = Field(
+        default=None,
+        description="Logprobs a vLLM/SGLang server returns; empty = vLLM raw, SGLang sampled.",
+    )
+    parse_content_tool_calls: bool = Field(
+        default=False,
+        description="Phase 1: parse tool calls in content with the env's parser (server "
+        "ignores tools).",
+    )
 
     @property
     def token_mode(self) -> bool:

@@ -71,6 +71,8 @@ def truncate_trace(trace: TokenTrace, limit: int) -> TokenTrace:
         mask=trace.mask[:limit],
         logprobs=trace.logprobs[:limit],
         source=trace.source,
+        missing_logprobs=[p for p in trace.missing_logprobs if p < limit],
+        logprob_mode=trace.logprob_mode,
     )
 
 
@@ -146,6 +148,15 @@ def build_group(
     )
 
 
+def _mask_known(trace: TokenTrace) -> list[int]:
+    """The loss mask without the positions whose logprob the engine did not return (a
+    behaviour logprob is needed to train a token; NaN would also break the JSON)."""
+    mask = list(trace.mask)
+    for position in trace.missing_logprobs:
+        mask[position] = 0
+    return mask
+
+
 def _assemble(
     usable: Sequence[tuple[ScoredRollout, TokenTrace]],
     policy: GroupPolicy,
@@ -156,17 +167,24 @@ def _assemble(
     return ScoredDataGroup(
         tokens=[list(trace.ids) for _, trace in usable],
         masks=[
-            [tok if m else MASKED for tok, m in zip(trace.ids, trace.mask, strict=True)]
+            [tok if m else MASKED for tok, m in zip(trace.ids, _mask_known(trace), strict=True)]
             for _, trace in usable
         ],
         scores=[float(r.score.reward) if r.score else 0.0 for r, _ in usable],
         advantages=None,
         ref_logprobs=None,
         messages=[messages_to_openai(r.result.messages) if r.result else [] for r, _ in usable],
-        generation_params={**(generation_params or {}), "token_source": source},
+        generation_params={
+            **(generation_params or {}),
+            "token_source": source,
+            "sampling": first.result.metadata.get("sampling") if first.result else None,
+        },
         inference_logprobs=(
             [
-                [lp if m else MASKED_LOGPROB for lp, m in zip(t.logprobs, t.mask, strict=True)]
+                [
+                    lp if m else MASKED_LOGPROB
+                    for lp, m in zip(t.logprobs, _mask_known(t), strict=True)
+                ]
                 for _, t in usable
             ]
             if policy.token_mode
@@ -174,6 +192,7 @@ def _assemble(
         ),
         group_overrides={
             "token_source": source,
+            "logprob_modes": sorted({str(t.logprob_mode) for _, t in usable}),
             "environment": first.env,
             "item_id": first.item.id,
         },

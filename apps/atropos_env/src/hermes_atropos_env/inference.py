@@ -63,6 +63,9 @@ def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> Model
         timeout_s=inference.timeout,
         context_tokens=env.max_token_length,
         gguf_path=(inference.model_path or None) if embedded else None,
+        end_token_ids=inference.end_token_ids or None,
+        server_logprob_mode=inference.server_logprob_mode,
+        parse_content_tool_calls=inference.parse_content_tool_calls,
     )
 
 

@@ -109,6 +109,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--api-key", help="server API key (default: $OPENAI_API_KEY)")
     model.add_argument("--extra-body", type=_json_object, metavar="JSON", help="request extras")
+    model.add_argument(
+        "--end-token-ids",
+        metavar="A,B",
+        help="ids ending a turn (token servers; default: from the server / tokenizer)",
+    )
+    model.add_argument(
+        "--server-logprob-mode",
+        choices=("sampled", "raw"),
+        help="logprobs a vLLM/SGLang server returns (vLLM raw, SGLang sampled)",
+    )
+    model.add_argument(
+        "--parse-tool-calls-from-content",
+        dest="parse_content_tool_calls",
+        action="store_const",
+        const=True,
+        help="phase 1: parse tool calls in content with --parser (server ignores tools)",
+    )
     box = p.add_argument_group("sandbox")
     box.add_argument("--sandbox", choices=SANDBOXES, help="sandbox backend (bwrap)")
     box.add_argument("--sandbox-slots", type=int, metavar="N", help="slots per host (4)")

@@ -63,6 +63,17 @@ def _strs(values: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in values)
 
 
+def _ids_or_none(values: Any) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [v for v in values.split(",") if v.strip()]
+    try:
+        return tuple(int(v) for v in values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"--end-token-ids takes integer ids (0,2,4), not {values!r}") from exc
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class RunConfig:
     """Every option of a batch run (see ``--help`` for each one's meaning)."""
@@ -100,6 +111,11 @@ class RunConfig:
     context_tokens: int = attrs.field(default=4096, validator=_positive)
     server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
     extra_body: JSONObject | None = None
+    end_token_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_ids_or_none)
+    server_logprob_mode: Literal["sampled", "raw"] | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_one_of(("sampled", "raw")))
+    )
+    parse_content_tool_calls: bool = False
     seed: int = 0
     output: str | None = None
     require_reasoning: bool = False

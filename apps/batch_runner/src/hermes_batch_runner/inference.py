@@ -27,6 +27,8 @@ OPTION_NAMES = {
     "base_url": "--model-url",
     "model": "--model",
     "tokenizer": "--tokenizer",
+    "end_token_ids": "--end-token-ids",
+    "parse_content_tool_calls": "--parse-tool-calls-from-content",
 }
 
 
@@ -64,6 +66,9 @@ def model_spec(config: RunConfig, credentials: Credentials) -> ModelSpec:
         timeout_s=config.rollout_timeout,
         context_tokens=config.context_tokens,
         gguf_path=config.model if embedded else None,
+        end_token_ids=config.end_token_ids,
+        server_logprob_mode=config.server_logprob_mode,
+        parse_content_tool_calls=config.parse_content_tool_calls,
     )
 
 

@@ -4,7 +4,8 @@ Fields: ``id``, ``env``, ``item``, ``group_index``, ``messages`` (OpenAI chat JS
 ``conversations`` (ShareGPT ``from``/``value`` as hermes-agent writes them), ``reward``,
 ``metrics``, ``failure``, ``stop_reason``, ``tool_errors``, ``turns``, ``reasoning`` (per turn),
 ``timings``, ``model``, ``metadata``, and in token mode ``tokens``, ``masks``, ``logprobs``,
-``token_source`` and ``drift``.
+``token_source`` and ``drift``; ``sampling`` (sampling parameters, the logprob mode requested
+and the one the engine returned, positions without a logprob).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def _result_fields(result: AgentResult) -> JSONObject:
         "completion_tokens": sum(s.completion_tokens for s in result.turn_stats),
         "prompt_tokens": sum(s.prompt_tokens for s in result.turn_stats),
         "error": result.error,
+        "sampling": result.metadata.get("sampling"),
     }
     try:
         out["conversations"] = to_sharegpt(result.messages)
