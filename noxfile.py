@@ -45,6 +45,21 @@ def e2e(session: nox.Session) -> None:
     session.run(*RUN, "pytest", "-m", "e2e", "--hypothesis-profile=ci", *session.posargs)
 
 
+@nox.session(name="llama_server")
+def llama_server(session: nox.Session) -> None:
+    """Build llama-server from the locked llama-cpp-python sdist (cached under
+    ~/.cache/hermes-rl; ~12-16 min on 2 cores the first time), then run the tests against it."""
+    session.run("bash", ".ci/llama-server.sh", external=True)
+    session.run(
+        *RUN,
+        "pytest",
+        "--hypothesis-profile=ci",
+        "tests/test_llama_server_tokens.py",
+        "tests/test_llama_server_batch.py",
+        *session.posargs,
+    )
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run every benchmark script; each writes its section of docs/benchmarks.md."""

@@ -24,7 +24,7 @@ sha="$(sed -E 's/.*hash = "sha256:([0-9a-f]+)".*/\1/' <<<"$sdist_line")"
 work="${cache}/src"
 mkdir -p "$work"
 tarball="${work}/llama_cpp_python-${version}.tar.gz"
-if ! echo "${sha}  ${tarball}" | sha256sum -c --quiet 2>/dev/null; then
+if ! echo "${sha}  ${tarball}" | sha256sum -c --quiet >/dev/null 2>&1; then
     echo "llama-server.sh: downloading the llama-cpp-python ${version} sdist (pinned in uv.lock)"
     curl -fsSL --retry 3 -o "$tarball" "$url"
     echo "${sha}  ${tarball}" | sha256sum -c --quiet
