@@ -144,3 +144,19 @@ def test_messages_carry_tool_calls_and_reasoning(make_rollout) -> None:
     assert all("role" in m and "content" in m for m in messages)
     assert messages[2]["tool_calls"][0]["function"]["name"] == "terminal"
     assert messages[2]["reasoning_content"] == "I should run ls."
+
+
+def test_missing_logprobs_are_not_trained_and_the_group_names_its_mode(make_rollout) -> None:
+    trace = TokenTrace(logprob_mode="sampled").append_context([1, 2])
+    trace = trace.append_generated([300, 208, 182], [-0.5, float("nan"), -0.25], missing=[1])
+    outcome = build_group([make_rollout(trace)], GroupPolicy(group_size=1, max_token_length=100))
+    data = outcome.group
+    assert data is not None
+    assert data["masks"] == [[MASKED, MASKED, 300, MASKED, 182]]
+    assert data["inference_logprobs"] == [
+        [MASKED_LOGPROB, MASKED_LOGPROB, -0.5, MASKED_LOGPROB, -0.25]
+    ]
+    assert data["group_overrides"]["logprob_modes"] == ["sampled"]
+    cut = truncate_trace(trace, 3)
+    assert cut.missing_logprobs == ()
+    assert truncate_trace(trace, 4).missing_logprobs == (3,)
