@@ -35,6 +35,7 @@ def test_readme_names_the_batch_runner_as_its_main_command() -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+@pytest.mark.timeout(2400)
 def test_clean_clone_runs_the_readme_command(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
@@ -45,9 +46,7 @@ def test_clean_clone_runs_the_readme_command(tmp_path: Path) -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    subprocess.run(
-        ["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(clone)], check=True
-    )
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", head], check=True)
 
     done = subprocess.run(
