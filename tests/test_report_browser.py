@@ -54,12 +54,14 @@ def test_overview_counts_and_charts_match_the_run(real_run: Path) -> None:
     dom = dump_dom(url_of(real_run / "report.html"))
     assert re.search(r'data-rendered="[\d.]+"', dom)  # the explorer script ran to the end
     total = re.search(r'<td data-count="total">(\d+)</td>', dom)
-    assert total is not None and int(total.group(1)) == len(records) == 2
+    assert total is not None
+    assert int(total.group(1)) == len(records) == 2
     trainable = re.search(r'<td data-count="trainable">(\d+)</td>', dom)
     assert trainable is not None
     assert int(trainable.group(1)) == sum(sum(r["masks"]) for r in records)
     reward = dom[dom.index('data-chart="reward"') :]
-    assert "<svg" in reward.split("</figure>")[0] and "<rect" in reward.split("</figure>")[0]
+    assert "<svg" in reward.split("</figure>")[0]
+    assert "<rect" in reward.split("</figure>")[0]
     rows = re.findall(r'<tr class="row (\w+)" data-index="(\d+)">', dom)
     assert rows == [("kept", "0"), ("kept", "1")]
 
@@ -98,6 +100,7 @@ def test_hostile_model_text_renders_as_text(tmp_path: Path) -> None:
         token_text=lambda ids: [INJECTION] * len(ids),
     )
     dom = dump_dom(url_of(page, "r=0"))
-    assert "<img" not in dom and "<b>bold</b>" not in dom
+    assert "<img" not in dom
+    assert "<b>bold</b>" not in dom
     assert "<title>pwned</title>" not in dom  # the onerror handler never ran
     assert dom.count("&lt;img src=x onerror=") >= 4  # title, id, message, tokens: all as text
