@@ -79,6 +79,7 @@ def test_detail_keeps_new_fields_when_present() -> None:
     assert out["tools"] == [{"function": {"name": "terminal"}}]
     assert out["logprob_mode"] == "sampled"
     assert out["tok"]["mask"] == "001101"
+    assert out["tok"]["lp"] == [-0.5, None, -3.25]  # trainable positions only
     assert "tool_stats" not in out
 
 

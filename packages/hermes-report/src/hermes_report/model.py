@@ -171,13 +171,18 @@ _DETAIL_FIELDS = (
 def detail(
     record: Mapping[str, Any], track: TokenTrack | None, special_ids: frozenset[int]
 ) -> dict[str, Any]:
-    """What one rollout's page shows; tokens as ids, a mask string, rounded logprobs."""
+    """What one rollout's page shows: token ids, the mask as a ``0``/``1`` string, and the
+    logprobs of the trainable positions only (in order, rounded; ``None`` where missing)."""
     out: dict[str, Any] = {k: record[k] for k in _DETAIL_FIELDS if record.get(k) is not None}
     if track is not None:
         out["tok"] = {
             "ids": track.ids,
             "mask": "".join(str(m) for m in track.mask),
-            "lp": [None if lp is None else round(lp, 3) for lp in track.logprobs],
+            "lp": [
+                None if lp is None else round(lp, 3)
+                for lp, m in zip(track.logprobs, track.mask, strict=True)
+                if m
+            ],
             "src": track.source,
             "drift": track.drift_positions,
             "ends": end_positions(track, special_ids),

@@ -158,8 +158,11 @@
       box.appendChild(el("p", "note notokens", "These tokens were re-tokenized from the messages (token source: " +
         fmt(tok.src) + "), not taken from the sampler: no sampler logprobs, and they may differ from what the model produced. Use them for SFT, not RL."));
     }
-    var trainable = 0;
-    for (var k = 0; k < tok.mask.length; k++) if (tok.mask.charCodeAt(k) === 49) trainable++;
+    // tok.lp holds the trainable positions' logprobs only: spread them over every position
+    var lps = new Array(tok.ids.length), trainable = 0;
+    for (var k = 0; k < tok.mask.length; k++) {
+      lps[k] = tok.mask.charCodeAt(k) === 49 ? tok.lp[trainable++] : null;
+    }
     var summary = el("p", null, tok.ids.length + " tokens · " + trainable + " trainable (sampled, mask 1) · " +
       (tok.ids.length - trainable) + " prompt/bridge · " + tok.drift.length + " drift positions" +
       (VOCAB === null ? " · no tokenizer: ids shown" : ""));
@@ -182,7 +185,7 @@
     var frag = document.createDocumentFragment();
     for (var i = 0; i < tok.ids.length; i++) {
       var m = tok.mask.charCodeAt(i) === 49;
-      var lp = tok.lp[i];
+      var lp = lps[i];
       var cls = "tk " + (m ? "t" : "p") + (ends[i] ? " end" : "") + (drift[i] ? " dr" : "");
       var span = el("span", cls, tokenText(tok.ids[i]));
       if (m && lp !== null) {
@@ -197,7 +200,7 @@
     wrap.addEventListener("mouseover", function (ev) {
       var t = ev.target;
       if (!t.dataset || t.dataset.p === undefined) return;
-      var p = +t.dataset.p, lp2 = tok.lp[p], mk = tok.mask.charCodeAt(p) === 49;
+      var p = +t.dataset.p, lp2 = lps[p], mk = tok.mask.charCodeAt(p) === 49;
       info.textContent = "#" + p + " id " + tok.ids[p] + " · " + (mk ? "trainable" : "prompt/bridge") +
         " · logprob " + (lp2 === null ? (mk ? "none (sampler gave none)" : "— (masked)") : lp2.toFixed(3) + " (p=" + Math.exp(lp2).toFixed(3) + ")") +
         (ends[p] ? " · end token" : "") + (drift[p] ? " · drift" : "") + " · text " + JSON.stringify(VOCAB ? VOCAB[tok.ids[p]] : null);
