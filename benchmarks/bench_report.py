@@ -174,13 +174,14 @@ def main() -> None:
     body = f"""
 {ROLLOUTS} rollouts ({tokens:,} tokens, {trainable:,} trainable, {len(texts.special_ids)} special
 ids; token text from the SmolLM2 tokenizer), rendered by `write_report` in {render_s:.2f} s
-into one file of **{size / 1e6:.1f} MB**. Headless Chromium (`--dump-dom`, fresh profile per
-run), {REPS} interleaved repetitions, medians:
+into one file of **{size / 1e6:.1f} MB**. Headless Chromium, a fresh profile per run, {REPS}
+interleaved repetitions, medians:
 
 | page | load-to-rendered (page clock) | screenshot wall time | excess over blank page |
 |---|---|---|---|
 | blank page (baseline) | — | {base:.2f} s | — |
 {rows}
+
 Load-to-rendered is `performance.now()` written by the page when its explorer script has
 finished (navigation start = 0): reading and parsing the file, the overview's SVG, the list's
 JSON and the first page of rows (or one rollout's messages and token spans); it is read back
