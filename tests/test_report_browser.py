@@ -104,3 +104,16 @@ def test_hostile_model_text_renders_as_text(tmp_path: Path) -> None:
     assert "<b>bold</b>" not in dom
     assert "<title>pwned</title>" not in dom  # the onerror handler never ran
     assert dom.count("&lt;img src=x onerror=") >= 4  # title, id, message, tokens: all as text
+
+
+def test_phase_one_and_retokenized_records_say_what_they_are(tmp_path: Path) -> None:
+    phase1 = {"id": "p1", "reward": 0.0, "messages": [{"role": "user", "content": "hi"}]}
+    retok = {**phase1, "id": "rt", "tokens": [1, 2], "masks": [0, 1], "token_source": "retokenized"}
+    page = write_report([phase1, retok], tmp_path / "r.html")
+    first = dump_dom(url_of(page, "r=0"))
+    assert "This rollout carries no sampler tokens" in first
+    assert 'id="tok-summary"' not in first
+    second = dump_dom(url_of(page, "r=1"))
+    assert "re-tokenized from the messages" in second
+    assert "no tokenizer: ids shown" in second
+    assert "⟨2⟩" in _tokens_html(second)
