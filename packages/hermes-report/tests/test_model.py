@@ -66,6 +66,12 @@ def test_row_counts_calls_errors_family_and_drift() -> None:
     )  # fmt: skip
 
 
+def test_family_and_difficulty_from_the_workspace_metadata() -> None:
+    record = _record(item={"id": "x"}, metadata={"workspace": {"family": "f", "difficulty": 1}})
+    entry = row(0, record, None)
+    assert (entry["fam"], entry["dif"]) == ("f", "1")
+
+
 def test_status_from_failure_filter_or_explicit() -> None:
     assert status_of({"failure": {"kind": "infrastructure"}}) == "failed"
     assert status_of({"filter_reason": "min_reward"}) == "filtered"

@@ -45,9 +45,11 @@ def _int_list(value: object) -> list[int] | None:
 
 
 def _item_field(record: Mapping[str, Any], name: str) -> str | None:
-    """``name`` from the item's data, else from the record's metadata."""
+    """``name`` from the item's data, else the record's metadata (or its ``workspace``)."""
     item = record.get("item")
-    for data in (item.get("data") if isinstance(item, Mapping) else None, record.get("metadata")):
+    metadata = record.get("metadata")
+    workspace = metadata.get("workspace") if isinstance(metadata, Mapping) else None
+    for data in (item.get("data") if isinstance(item, Mapping) else None, metadata, workspace):
         if isinstance(data, Mapping) and data.get(name) is not None:
             return str(data[name])
     return None
