@@ -222,6 +222,7 @@ async def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -
         assert group["group_overrides"]["token_source"] == "sampler"
         assert all(m[0]["role"] == "system" for m in group["messages"])
     assert out.with_suffix(".html").is_file()
+    assert out.with_suffix(".report.html").is_file()
     await _check_against_model(groups)
 
 

@@ -205,7 +205,13 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
         )
         return 128 + stopped_by
     if command == "process":
-        print(f"wrote {env.data_path_to_save_groups}", file=sys.stderr)
+        from hermes_atropos_env.report import write_process_report
+
+        groups = Path(env_obj.config.data_path_to_save_groups)
+        print(f"wrote {groups}", file=sys.stderr)
+        if groups.is_file():
+            report = write_process_report(groups, env.tokenizer_name)
+            print(f"wrote {report}", file=sys.stderr)
     return 0
 
 
