@@ -15,6 +15,7 @@ PACKAGES = [
     "packages/hermes-envs/src",
     "apps/atropos_env/src",
     "apps/batch_runner/src",
+    "packages/hermes-report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
 

@@ -170,6 +170,36 @@ async def test_serve_streams_exact_tokens_to_a_trainer(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.timeout(900)
+async def test_serve_with_its_defaults_feeds_a_trainer_within_five_minutes(tmp_path: Path) -> None:
+    """The documented first serve: no budget flags at all (embedded defaults: group_size 4,
+    the terminal demonstration, equal-score groups sent) and a trainer asking for batches of 4.
+    """
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = _clean_env(tmp_path)
+    run_api = [str(Path(sys.executable).parent / "run-api"), "--host", "127.0.0.1"]
+    serve = _app_cmd("serve", "--env.rollout_server_url", url)
+    with _process([*run_api, "--port", str(port)], cwd=tmp_path, env=env, log=tmp_path / "api.log"):
+        _wait_http(url + "/", 60)
+        async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+            await register_trainer(client, batch_size=4, max_token_len=2048, num_steps=1)
+            with _process(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log"):
+                started = time.monotonic()
+                try:
+                    batch = await pull_batch(client, timeout=300)
+                except Exception:
+                    print((tmp_path / "serve.log").read_text()[-5000:])
+                    raise
+                elapsed = time.monotonic() - started
+    print(f"first batch of 4 after {elapsed:.0f}s")
+    assert batch_problems(batch) == []
+    assert sum(len(g["tokens"]) for g in batch) == 4
+    log = (tmp_path / "serve.log").read_text()
+    assert "train/groups_sent" in log or "group of 4" in log
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(900)
 async def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -> None:
     out = tmp_path / "groups.jsonl"
     cmd = _app_cmd(
@@ -192,6 +222,7 @@ async def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -
         assert group["group_overrides"]["token_source"] == "sampler"
         assert all(m[0]["role"] == "system" for m in group["messages"])
     assert out.with_suffix(".html").is_file()
+    assert out.with_suffix(".report.html").is_file()
     await _check_against_model(groups)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["protocols", "parsers", "loop", "sandbox", "envs"]
+PACKAGES = ["protocols", "parsers", "loop", "sandbox", "envs", "report"]
 
 
 def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
@@ -51,7 +51,9 @@ def test_real_tree_keeps_the_rule(tmp_path: Path) -> None:
     assert "Contracts: 2 kept, 0 broken." in result.stdout
 
 
-@pytest.mark.parametrize(("importer", "imported"), [("loop", "parsers"), ("protocols", "envs")])
+@pytest.mark.parametrize(
+    ("importer", "imported"), [("loop", "parsers"), ("protocols", "envs"), ("report", "loop")]
+)
 def test_a_sibling_import_breaks_the_check(tmp_path: Path, importer: str, imported: str) -> None:
     src_root = _copy_sources(tmp_path)
     (src_root / f"hermes_{importer}" / "_violation.py").write_text(f"import hermes_{imported}\n")

@@ -41,6 +41,10 @@ def test_process_through_the_cli_writes_groups_and_html(
     groups = [json.loads(line) for line in out.read_text().splitlines()]
     assert [len(g["tokens"]) for g in groups] == [2, 2]
     assert out.with_suffix(".html").is_file()
+    report = out.with_suffix(".report.html").read_text()  # hermes-report, beside it
+    assert "wrote data/hermes_endless_terminals.report.html" in err
+    assert report.count('<script type="application/json" id="d') == 4  # 2 groups of 2
+    assert '"src":"sampler"' in report
 
 
 def test_bad_config_exits_2_before_anything_starts(

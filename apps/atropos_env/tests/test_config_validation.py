@@ -14,9 +14,10 @@ from hermes_atropos_env import (
     config_problems,
     validate_config,
 )
-from hermes_atropos_env.cli import command_defaults, resolve_wandb
+from hermes_atropos_env.cli import command_defaults, resolve_wandb, uses_embedded_model
 from hermes_atropos_env.cli_args import build_configs, parse_argv
 from hermes_atropos_env.credentials import modal_credentials_configured, wandb_key_configured
+from hermes_envs.prefill import load_prefill
 from hermes_protocols import ConfigError
 
 KNOWN = KnownNames(environments={"endless_terminals", "swe_smith_oracle"}, parsers={"hermes"})
@@ -182,3 +183,37 @@ def test_server_configs_are_list_wrapped_and_never_target_port_9004() -> None:
     # the trap this avoids: a bare config fans out to localhost:9004..9007
     bare = ServerManager(configs[0])
     assert any(":9004" in s.config.base_url for s in bare.servers)
+
+
+def _serve_configs(*argv: str) -> HermesAtroposEnvConfig:
+    parsed = parse_argv(["serve", *argv], COMMANDS)
+    embedded = uses_embedded_model(parsed.openai)
+    defaults = command_defaults("serve", parsed.env, wandb_available=False, embedded=embedded)
+    return build_configs(parsed, defaults)[0]
+
+
+def test_embedded_serve_defaults_let_the_agent_act_and_deliver_batches() -> None:
+    env = _serve_configs()
+    assert env.ensure_scores_are_not_same is False  # all-zero groups still reach the trainer
+    assert env.enabled_toolsets == ["terminal"]
+    assert env.prefill_messages is not None
+    assert load_prefill(env.prefill_messages)  # the shipped demonstration
+    assert (env.max_agent_turns, env.max_tokens_per_turn) == (4, 160)
+    assert config_problems(env, InferenceConfig(), known=KNOWN, modal_credentials=False) == []
+
+
+def test_server_defaults_keep_atroposlib_behaviour_and_user_choices_win() -> None:
+    served = _serve_configs("--openai.server_type", "vllm", "--openai.base_url", "http://h:1")
+    assert served.ensure_scores_are_not_same is True
+    assert served.prefill_messages is None
+    assert served.max_agent_turns == 30
+    chosen = _serve_configs("--env.max_agent_turns", "9", "--env.prefill_messages", "none")
+    assert (chosen.max_agent_turns, chosen.prefill_messages) == (9, None)  # none = off
+
+
+def test_bad_prefill_file_is_a_config_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text('[{"role": "system", "content": "x"}]', encoding="utf-8")
+    (problem,) = _problems("--env.prefill_messages", str(bad))
+    assert problem.startswith("--env.prefill_messages: prefill")
+    assert "system prompt comes from the environment" in problem

@@ -154,3 +154,32 @@ async def test_evaluate_writes_metrics_and_samples(
     assert metrics["results"]["all"]["eval/pass_rate"] == 1.0
     samples = (tmp_path / "evals" / "samples.jsonl").read_text().splitlines()
     assert [json.loads(s)["item_id"] for s in samples] == ["eval-0-0", "eval-0-1", "eval-0-2"]
+
+
+@pytest.mark.parametrize("ensure_different", [True, False])
+async def test_equal_score_groups_are_counted_and_dropped_only_when_asked(
+    tmp_path, tokenizer_dir, make_rollout, scripted_source, ensure_different, caplog
+) -> None:
+    source = scripted_source(
+        lambda item, size: [make_rollout(_trace(i), item=item, reward=0.0) for i in range(size)]
+    )
+    config = _config(
+        tmp_path, tokenizer_dir, total_steps=1, ensure_scores_are_not_same=ensure_different
+    )
+    env = HermesAtroposEnv.create(config, InferenceConfig(), source.factory)
+    async with source.factory(config, env.inference) as opened:
+        env._source = opened
+        await env.setup()
+        item = await env.get_next_item()
+        group, _ = await env.collect_trajectories(item)
+    metrics = env.train_metrics.snapshot()
+    if ensure_different:
+        assert group is None
+        assert metrics["train/groups_dropped_equal_scores"] == 1
+        assert metrics["train/groups_sent"] == 0
+        assert "all 2 scores are 0.0; group dropped" in caplog.text
+    else:
+        assert group is not None
+        assert group["scores"] == [0.0, 0.0]
+        assert metrics["train/groups_sent_equal_scores"] == 1
+        assert metrics["train/groups_dropped_equal_scores"] == 0

@@ -64,7 +64,7 @@ def test_a_model_url_means_an_openai_server_unless_told_otherwise() -> None:
 def test_resume_refuses_different_options_naming_the_keys() -> None:
     recorded = config_to_json(config_from_options({"num_items": 4, "seed": 1}))
     with pytest.raises(ResumeMismatch) as info:
-        resolve_for_resume(recorded, {"num_items": 5, "seed": 2, "max_turns": 3})
+        resolve_for_resume(recorded, {"num_items": 5, "seed": 2, "max_turns": 4})
     assert info.value.keys == ("num_items", "seed")
     assert "num_items" in str(info.value)
     resumed = resolve_for_resume(recorded, {"concurrency": 8, "num_items": 4})

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
+from hermes_batch_runner.app import write_outputs
 from hermes_batch_runner.records import rollout_record
-from hermes_batch_runner.report import render_report
+from hermes_batch_runner.run_dir import RunPaths
 from hermes_batch_runner.summary import SessionStats, build_summary
 from hermes_protocols import ScoredRollout
 
@@ -46,29 +49,22 @@ def test_summary_counts_rewards_tokens_and_tool_errors(make_rollout: MakeRollout
     assert summary["session"]["rollouts_per_min"] == 8.0
 
 
-def test_report_escapes_model_output(make_rollout: MakeRollout) -> None:
-    record = rollout_record(make_rollout(), record_id="<img src=x>", model="m")
-    summary = build_summary(
-        expected=1, kept=[record], failed=[], filtered=[], session=SessionStats(1.0, 1, 2)
+def test_outputs_report_every_log_with_model_text_escaped(
+    tmp_path: Path, make_rollout: MakeRollout
+) -> None:
+    paths = RunPaths(tmp_path)
+    kept = rollout_record(
+        make_rollout("a"), record_id="</script><img src=x onerror=alert(1)>", model="m"
     )
-    page = render_report(title="t<", summary=summary, groups=[("kept", [record])])
-    assert "<script>" not in page
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "&lt;img src=x&gt;" in page
-    assert "think &lt;b&gt;hard&lt;/b&gt;" in page
-    assert "ls | wc -l" in page
+    failed = rollout_record(make_rollout("c", reward=None), record_id="c", model="m")
+    for path, record in ((paths.trajectories, kept), (paths.failed, failed)):
+        path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    paths.filtered.write_text("", encoding="utf-8")
+    summary = write_outputs(paths, expected=3, session=SessionStats(1.0, 2, 2), title="t<")
+    assert summary["counts"]["finished"] == 2
+    page = paths.report.read_text(encoding="utf-8")
     assert "<title>t&lt;</title>" in page
-
-
-def test_report_of_a_sample_says_how_many_are_not_shown(make_rollout: MakeRollout) -> None:
-    records = [
-        rollout_record(make_rollout(f"i{k}"), record_id=f"r{k}", model="m") for k in range(3)
-    ]
-    summary = build_summary(
-        expected=3, kept=records, failed=[], filtered=[], session=SessionStats(1.0, 3, 6)
-    )
-    page = render_report(title="t", summary=summary, groups=[("kept", records)], limit=2)
-    assert page.count("<details>") == 2
-    assert "1 more rollouts not shown" in page
-    sampled = render_report(title="t", summary=summary, groups=[("kept", records[:1])], total=50)
-    assert "49 more rollouts not shown" in sampled
+    assert "<img" not in page  # ids and messages are JSON with < escaped, rendered as text
+    assert "\\u003c/script\\u003e\\u003cimg src=x onerror=alert(1)\\u003e" in page
+    assert page.count('<script type="application/json" id="d') == 2
+    assert '"st":"failed"' in page

@@ -30,6 +30,7 @@ from hermes_protocols import (
     ConfigError,
     Generation,
     Message,
+    SamplingParams,
     StopReason,
     ToolCall,
     ToolErrorKind,
@@ -147,6 +148,24 @@ async def test_complete_reply_at_stop_is_final_answer(kit: Any, hf_tokenizer: HF
         USER, tools=[kit.ECHO], executor=kit.RecordingExecutor()
     )
     assert result.stop_reason == StopReason.FINAL_ANSWER
+
+
+@pytest.mark.anyio
+async def test_each_turn_samples_with_its_own_reproducible_seed(
+    kit: Any, hf_tokenizer: HFTokenizer
+) -> None:
+    tok = hf_tokenizer
+    call = [*tok.encode(kit.call_text("echo", {"text": "a"})), tok.eos_token_id]
+    seeds: list[list[int | None]] = []
+    for _ in range(2):
+        backend = kit.ScriptedTokenBackend([Generation(call, [-1.0] * len(call), "stop")] * 4)
+        model = TokenModel(backend, tok, tok.chat_template, kit.HermesTestParser())
+        loop = AgentLoop(model, sampling=SamplingParams(seed=7), limits=LoopLimits(max_turns=4))
+        await loop.run(USER, tools=[kit.ECHO], executor=kit.RecordingExecutor())
+        seeds.append([s.seed for s in backend.sampling])
+    assert seeds[0] == seeds[1]  # reproducible
+    assert seeds[0][0] == 7
+    assert len(set(seeds[0])) == 4  # a restarted random stream never replays a turn
 
 
 @pytest.mark.anyio

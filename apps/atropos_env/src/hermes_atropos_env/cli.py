@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+from hermes_envs.prefill import demonstration_path
 from hermes_protocols import ConfigError, HermesError
 
 from hermes_atropos_env.cli_args import build_configs, parse_argv
@@ -70,15 +71,38 @@ class Wiring(Protocol):
     def source_factory(self) -> RolloutSourceFactory: ...
 
 
+#: ``--env.*`` defaults with the embedded model: budgets a 135M model on 2 CPU cores can finish
+#: in minutes, the terminal tool with a demonstration (without one it calls no tool), and
+#: equal-score groups sent (its rewards are mostly all 0: dropping them starves the trainer)
+EMBEDDED_DEFAULTS: dict[str, Any] = {
+    "max_agent_turns": 4,
+    "max_tokens_per_turn": 160,
+    "enabled_toolsets": ["terminal"],
+    "ensure_scores_are_not_same": False,
+}
+
+
+def uses_embedded_model(parsed_openai: dict[str, Any]) -> bool:
+    """Whether ``--openai.*`` selects the in-process model (no server URL)."""
+    return parsed_openai.get("server_type", "embedded") == "embedded" and not parsed_openai.get(
+        "base_url"
+    )
+
+
 def command_defaults(
-    command: str, parsed_env: dict[str, Any], *, wandb_available: bool
+    command: str, parsed_env: dict[str, Any], *, wandb_available: bool, embedded: bool = False
 ) -> dict[str, Any]:
-    """Per-command defaults (atroposlib's, minus its forced wandb)."""
+    """Per-command defaults (atroposlib's, minus its forced wandb; small budgets and a
+    demonstration for the embedded model)."""
     environment = str(parsed_env.get("environment", "endless_terminals"))
     defaults: dict[str, Any] = {
         "wandb_name": f"hermes_{environment}",
         "use_wandb": wandb_available,
     }
+    if embedded:
+        defaults.update(EMBEDDED_DEFAULTS)
+        if environment == "endless_terminals" and "enabled_toolsets" not in parsed_env:
+            defaults["prefill_messages"] = str(demonstration_path("terminal"))
     if command == "process":
         defaults.update(
             ensure_scores_are_not_same=False,
@@ -108,9 +132,13 @@ def prepare(
     parsed = parse_argv(argv, COMMANDS)
     home = Path.home()
     wandb_available = wandb_key_configured(os.environ, home)
-    env, inference = build_configs(
-        parsed, command_defaults(parsed.command, parsed.env, wandb_available=wandb_available)
+    defaults = command_defaults(
+        parsed.command,
+        parsed.env,
+        wandb_available=wandb_available,
+        embedded=uses_embedded_model(parsed.openai),
     )
+    env, inference = build_configs(parsed, defaults)
     validate_config(
         env,
         inference,
@@ -177,7 +205,13 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
         )
         return 128 + stopped_by
     if command == "process":
-        print(f"wrote {env.data_path_to_save_groups}", file=sys.stderr)
+        from hermes_atropos_env.report import write_process_report
+
+        groups = Path(env_obj.config.data_path_to_save_groups)
+        print(f"wrote {groups}", file=sys.stderr)
+        if groups.is_file():
+            report = write_process_report(groups, env.tokenizer_name)
+            print(f"wrote {report}", file=sys.stderr)
     return 0
 
 

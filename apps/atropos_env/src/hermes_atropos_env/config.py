@@ -42,6 +42,11 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     system_prompt: str | None = Field(
         default=None, description="System prompt replacing the environment's own."
     )
+    prefill_messages: str | None = Field(
+        default=None,
+        description="JSON file of chat messages put before each task (few-shot steering); "
+        "'none' = off. Default with the embedded model: a terminal demonstration.",
+    )
     agent_temperature: float = Field(default=1.0, description="Sampling temperature.")
     max_tokens_per_turn: int = Field(
         default=512,

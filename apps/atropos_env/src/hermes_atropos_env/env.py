@@ -168,10 +168,22 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
             retokenize=None if self.inference.token_mode else self.source.retokenize,
             generation_params=self._generation_params(),
         )
-        self.train_metrics.add(outcome)
+        equal = outcome.group is not None and len(set(outcome.group["scores"])) == 1
+        drop_equal = equal and bool(self.config.ensure_scores_are_not_same)
+        self.train_metrics.add(outcome, equal_scores_dropped=drop_equal)
         for rollout, reason in outcome.excluded:
             detail = rollout.failure.message if rollout.failure else ""
             logger.warning("rollout %s excluded (%s) %s", rollout.id, reason, detail)
+        if drop_equal:
+            assert outcome.group is not None
+            logger.warning(
+                "item %s: all %d scores are %s; group dropped (ensure_scores_are_not_same is "
+                "true: set it false to send such groups, or raise the task's pass rate)",
+                item.id,
+                len(outcome.group["scores"]),
+                outcome.group["scores"][0],
+            )
+            return None, []
         if outcome.group is not None:
             logger.info(
                 "item %s: group of %d, scores %s, %d tokens",

@@ -1,5 +1,6 @@
 """Rollout metrics between two log points: reward, pass rate, turns, tool errors by kind, stop
-reasons, drift, exclusions (failed / overlong) and groups sent or dropped."""
+reasons, drift, exclusions (failed / overlong) and groups sent or dropped (incomplete, or all
+scores equal), plus sent groups whose scores were all equal (no GRPO advantage signal)."""
 
 from __future__ import annotations
 
@@ -33,18 +34,24 @@ class RolloutMetrics:
     _truncated: int = 0
     _groups_sent: int = 0
     _groups_dropped: int = 0
+    _equal_sent: int = 0
+    _equal_dropped: int = 0
     _rollouts: int = 0
 
-    def add(self, outcome: GroupOutcome) -> None:
-        """Record one group: every rollout that ran, and whether the group was complete."""
+    def add(self, outcome: GroupOutcome, *, equal_scores_dropped: bool = False) -> None:
+        """Record one group: every rollout that ran, and whether the group was complete, sent,
+        or dropped because all its scores were equal (``equal_scores_dropped``)."""
         ran = list(outcome.usable) + [r for r, _ in outcome.excluded]
         self._record(ran)
         self._excluded.update(outcome.exclusion_counts)
         self._truncated += outcome.truncated
-        if outcome.group is None:
+        if equal_scores_dropped:
+            self._equal_dropped += 1
+        elif outcome.group is None:
             self._groups_dropped += 1
         else:
             self._groups_sent += 1
+            self._equal_sent += len(set(outcome.group["scores"])) == 1
 
     def _record(self, rollouts: Iterable[ScoredRollout]) -> None:
         for rollout in rollouts:
@@ -69,6 +76,8 @@ class RolloutMetrics:
             f"{p}/rollouts": float(self._rollouts),
             f"{p}/groups_sent": float(self._groups_sent),
             f"{p}/groups_dropped_incomplete": float(self._groups_dropped),
+            f"{p}/groups_dropped_equal_scores": float(self._equal_dropped),
+            f"{p}/groups_sent_equal_scores": float(self._equal_sent),
             f"{p}/overlong_truncated": float(self._truncated),
         }
         if self._rewards:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import attrs
+from hermes_envs import DatasetError
+from hermes_envs.prefill import load_prefill
 from hermes_protocols.errors import ConfigError
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
@@ -47,6 +49,11 @@ def config_problems(
         )
     if env.group_size < 1:
         problems.append(f"--env.group_size is {env.group_size}: use 1 or more")
+    if env.prefill_messages and env.prefill_messages != "none":
+        try:
+            load_prefill(env.prefill_messages)
+        except DatasetError as exc:
+            problems.append(f"--env.prefill_messages: {exc}")
     if env.batch_size != -1:
         if env.group_size > env.batch_size:
             problems.append(

@@ -15,6 +15,7 @@ from hermes_envs import (
     default_registry,
     with_system_prompt,
 )
+from hermes_envs.prefill import load_prefill, with_prefill
 from hermes_loop import AgentLoop, LoopLimits
 from hermes_protocols import (
     Environment,
@@ -103,6 +104,8 @@ async def open_hermes_source(
     environment = with_system_prompt(
         default_registry().create(env.environment, environment_options(env)), env.system_prompt
     )
+    if env.prefill_messages and env.prefill_messages != "none":
+        environment = with_prefill(environment, load_prefill(env.prefill_messages))
     toolsets = build_toolsets(env)
     selection = ToolsetSelection(
         enabled=env.enabled_toolsets,

@@ -42,7 +42,6 @@ from hermes_batch_runner.jsonl_log import (
     recover_log,
 )
 from hermes_batch_runner.records import rollout_id, rollout_record
-from hermes_batch_runner.report import render_report
 from hermes_batch_runner.run_dir import RunPaths, default_run_dir, prepare_run_dir
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder, build_summary
 
@@ -85,7 +84,6 @@ __all__ = [
     "prepare_run_dir",
     "read_records",
     "recover_log",
-    "render_report",
     "resolve_for_resume",
     "resume_command",
     "rollout_id",

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import attrs
 from hermes_protocols import JSONObject
+from hermes_report import TokenizerFileError, TokenTexts, run_dir_records, write_report
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -21,7 +22,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from hermes_batch_runner.components import Wiring
+from hermes_batch_runner.components import SavesTokenizer, Wiring
 from hermes_batch_runner.config import RunConfig, config_to_json
 from hermes_batch_runner.engine import (
     Outcome,
@@ -35,7 +36,6 @@ from hermes_batch_runner.engine import (
 from hermes_batch_runner.errors import CorruptLogError
 from hermes_batch_runner.filters import WriteFilters
 from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, iter_records, recover_log
-from hermes_batch_runner.report import render_report
 from hermes_batch_runner.run_dir import RunPaths, file_sha256, read_json, write_json_atomic
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
@@ -94,37 +94,42 @@ async def _watch_signals(stop: anyio.Event, cancel: anyio.Event, console: Consol
                 cancel.set()
 
 
-REPORT_LIMIT = 1000
+def write_report_html(paths: RunPaths, *, title: str, console: Console | None = None) -> None:
+    """Render ``report.html`` from the three logs (streamed), with token text from the run's
+    ``tokenizer.json`` when it has one."""
+    texts: TokenTexts | None = None
+    if paths.tokenizer.is_file():
+        try:
+            texts = TokenTexts.from_file(paths.tokenizer)
+        except TokenizerFileError as exc:
+            if console is not None:
+                console.print(f"[yellow]report shows token ids only: {exc}[/]")
+    write_report(
+        run_dir_records(paths.root),
+        paths.report,
+        title=title,
+        token_text=texts,
+        special_ids=texts.special_ids if texts is not None else (),
+    )
 
 
 def write_outputs(
-    paths: RunPaths, *, expected: int, session: SessionStats, title: str
+    paths: RunPaths,
+    *,
+    expected: int,
+    session: SessionStats,
+    title: str,
+    console: Console | None = None,
 ) -> JSONObject:
-    """Recompute ``summary.json`` and ``report.html`` from the three logs in one streamed pass
-    (the report shows the first :data:`REPORT_LIMIT` rollouts)."""
+    """Recompute ``summary.json`` from the three logs in one streamed pass, then
+    ``report.html`` (hermes-report: charts, explorer, token view)."""
     builder = SummaryBuilder()
-    sample: dict[str, list[JSONObject]] = {"kept": [], "failed": [], "filtered": []}
-    shown = 0
-    for status, path in zip(sample, paths.logs, strict=True):
+    for status, path in zip(("kept", "failed", "filtered"), paths.logs, strict=True):
         for record in iter_records(path):
             builder.add(status, record)
-            if shown < REPORT_LIMIT:
-                sample[status].append(record)
-                shown += 1
     summary = builder.result(expected=expected, session=session)
     write_json_atomic(paths.summary, summary)
-    counts = summary["counts"]
-    assert isinstance(counts, dict)
-    page = render_report(
-        title=title,
-        summary=summary,
-        groups=list(sample.items()),
-        limit=REPORT_LIMIT,
-        total=int(counts["finished"]),
-    )
-    tmp = paths.report.with_name(".report.html.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(paths.report)
+    write_report_html(paths, title=title, console=console)
     return summary
 
 
@@ -157,11 +162,17 @@ async def run_batch(
             title = f"{config.source} · {recorded.get('model', '')}"
             summary = await anyio.to_thread.run_sync(
                 lambda: write_outputs(
-                    paths, expected=int(recorded["expected"]), session=session, title=title
+                    paths,
+                    expected=int(recorded["expected"]),
+                    session=session,
+                    title=title,
+                    console=console,
                 )
             )
             return RunResult(EXIT_OK, paths, summary, False)
         async with wiring(config) as components:
+            if isinstance(components, SavesTokenizer) and not paths.tokenizer.exists():
+                await components.save_tokenizer(paths.tokenizer)
             plan, expected = plan_rollouts(
                 components.env_name, components.items, config.group_size, done
             )
@@ -198,7 +209,11 @@ async def run_batch(
         )
         summary = await anyio.to_thread.run_sync(
             lambda: write_outputs(
-                paths, expected=expected, session=session, title=f"{config.source} · {model}"
+                paths,
+                expected=expected,
+                session=session,
+                title=f"{config.source} · {model}",
+                console=console,
             )
         )
     exit_code = EXIT_INTERRUPTED if outcome.interrupted else EXIT_OK

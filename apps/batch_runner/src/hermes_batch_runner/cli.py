@@ -82,14 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
         const="skip",
         help="skip invalid dataset lines (reported with line numbers) instead of failing",
     )
-    src.add_argument("--num-items", type=int, metavar="N", help="items to run (env default 2)")
+    src.add_argument("--num-items", type=int, metavar="N", help="items to run (env default 4)")
     src.add_argument("--group-size", type=int, metavar="N", help="rollouts per item (1)")
     src.add_argument("--seed", type=int, help="item generation and sampling seed (0)")
     agent = p.add_argument_group("agent")
-    agent.add_argument("--max-turns", type=int, metavar="N", help="turns per rollout (3)")
-    agent.add_argument("--max-tokens", type=int, metavar="N", help="tokens per turn (64)")
+    agent.add_argument("--max-turns", type=int, metavar="N", help="turns per rollout (4)")
+    agent.add_argument("--max-tokens", type=int, metavar="N", help="tokens per turn (160)")
     agent.add_argument("--temperature", type=float, help="sampling temperature (0.7)")
     agent.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
+    agent.add_argument(
+        "--prefill-messages",
+        metavar="FILE",
+        help="JSON list of chat messages put before each task (few-shot steering; 'none' "
+        "= off; default: a terminal demonstration for the embedded model)",
+    )
     agent.add_argument(
         "--toolsets",
         metavar="A,B",
@@ -146,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="continue the run in --output (or the latest)"
     )
     out.add_argument("--config", metavar="FILE", help="options from YAML/TOML (CLI wins)")
-    out.add_argument("--concurrency", type=int, metavar="N", help="rollouts in flight (2)")
+    out.add_argument("--concurrency", type=int, metavar="N", help="rollouts in flight (4)")
     out.add_argument(
         "--require-reasoning", action="store_const", const=True, help="drop no-reasoning rollouts"
     )
@@ -221,6 +227,12 @@ def _fmt(value: object) -> str:
     return f"{value:.3f}" if isinstance(value, float) else "n/a"
 
 
+def _counts_text(counts: object) -> str:
+    if not isinstance(counts, dict) or not counts:
+        return "none"
+    return ", ".join(f"{key} {value}" for key, value in counts.items())
+
+
 def print_summary(console: Console, result: RunResult) -> None:
     counts = result.summary["counts"]
     reward = result.summary["reward"]
@@ -228,17 +240,22 @@ def print_summary(console: Console, result: RunResult) -> None:
     assert isinstance(counts, dict)
     assert isinstance(reward, dict)
     assert isinstance(session, dict)
+    tools = result.summary["tool_errors"]
+    assert isinstance(tools, dict)
     mean = reward.get("mean")
     console.print(
         f"[bold]{counts['finished']}/{counts['expected']} rollouts[/] "
         f"(kept {counts['kept']}, failed {counts['failed']}, filtered {counts['filtered']}) · "
         f"mean reward {_fmt(mean)} · "
         f"pass rate {_fmt(reward.get('pass_rate'))} · "
+        f"tool calls {tools['tool_calls']} ({tools['total']} failed) · "
         f"{session['rollouts']} this session in {session['wall_s']:.1f}s"
     )
+    console.print(f"stop reasons: {_counts_text(counts['stop_reasons'])}", highlight=False)
     if counts["failed_by_reason"]:
         console.print(f"failed by reason: {counts['failed_by_reason']}")
-    console.print(f"output: {result.paths.root}/ (trajectories.jsonl, summary.json, report.html)")
+    console.print(f"output: {result.paths.root}/ (trajectories.jsonl, summary.json)")
+    console.print(f"report: {result.paths.report}", highlight=False)
     if result.interrupted or counts["remaining"]:
         console.print(f"[yellow]interrupted; resume with:[/] {resume_command(result.paths)}")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from hermes_protocols import Item, ScoredRollout
 
@@ -27,6 +28,16 @@ class Components(Protocol):
 
     async def run_one(self, item: Item, item_index: int, group_index: int) -> ScoredRollout:
         """One rollout; failures are reported in the result, never raised."""
+        ...
+
+
+@runtime_checkable
+class SavesTokenizer(Protocol):
+    """Optional capability: components that know their tokenizer save its ``tokenizer.json``
+    into the run directory, so ``hermes-report RUN`` shows token text without arguments."""
+
+    async def save_tokenizer(self, target: Path) -> bool:
+        """Copy ``tokenizer.json`` to ``target``; ``False`` when there is none to copy."""
         ...
 
 

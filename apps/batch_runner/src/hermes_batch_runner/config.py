@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import cattrs
 import yaml  # type: ignore[import-untyped]
+from hermes_envs.prefill import demonstration_path
 from hermes_protocols import ConfigError, JSONObject
 from hermes_sandbox.factory import BACKEND_KINDS, BackendKind
 
@@ -27,7 +28,7 @@ ServerType: TypeAlias = Literal["openai", "sglang", "vllm", "llama_cpp", "embedd
 SANDBOXES: tuple[str, ...] = BACKEND_KINDS
 SERVER_TYPES: tuple[str, ...] = ("openai", "sglang", "vllm", "llama_cpp", "embedded")
 DEFAULT_ENV = "endless_terminals"
-DEFAULT_ENV_ITEMS = 2
+DEFAULT_ENV_ITEMS = 4
 EMBEDDED_TOOLSETS = ("terminal",)  # items of an environment when --num-items is not given
 
 #: Keys that may differ between a run and its resume.
@@ -87,11 +88,12 @@ class RunConfig:
         default=None, validator=attrs.validators.optional(_positive)
     )
     group_size: int = attrs.field(default=1, validator=_positive)
-    concurrency: int = attrs.field(default=2, validator=_positive)
-    max_turns: int = attrs.field(default=3, validator=_positive)
-    max_tokens: int = attrs.field(default=64, validator=_positive)
+    concurrency: int = attrs.field(default=4, validator=_positive)
+    max_turns: int = attrs.field(default=4, validator=_positive)
+    max_tokens: int = attrs.field(default=160, validator=_positive)
     temperature: float = attrs.field(default=0.7, validator=_non_negative)
     system_prompt: str | None = None
+    prefill_messages: str | None = None
     toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     disabled_toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     distribution: str | None = None
@@ -144,6 +146,19 @@ class RunConfig:
             return self.toolsets
         if self.distribution is None and self.server_type == "embedded" and not self.dataset:
             return EMBEDDED_TOOLSETS
+        return None
+
+    @property
+    def prefill_file(self) -> str | None:
+        """``--prefill-messages``; ``none`` turns it off; by default the shipped terminal
+        demonstration when the embedded model runs an environment with the terminal tool (a
+        135M model calls no tool without one)."""
+        if self.prefill_messages == "none":
+            return None
+        if self.prefill_messages:
+            return self.prefill_messages
+        if self.enabled_toolsets == EMBEDDED_TOOLSETS and not self.dataset:
+            return str(demonstration_path("terminal"))
         return None
 
     @property

@@ -8,6 +8,7 @@ written, so a resumed run does it again; a written one is never done twice.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeAlias
 
@@ -74,6 +75,7 @@ class RolloutSink:
     ) -> tuple[Status, JSONObject]:
         """Write one finished rollout durably to the log its outcome belongs in."""
         record = rollout_record(rollout, record_id=planned.id, model=self._model)
+        record["finished_at"] = round(time.time(), 3)  # the report's throughput over time
         status: Status
         if rollout.failure is not None:
             status = "failed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from hermes_envs import default_registry, with_system_prompt
+from hermes_envs.prefill import load_prefill, with_prefill
 from hermes_protocols import Environment, Item
 
 from hermes_batch_runner.config import RunConfig
@@ -25,6 +26,8 @@ def build_environment(config: RunConfig) -> tuple[Environment, list[Item]]:
         environment = with_system_prompt(
             default_registry().create(config.env), config.system_prompt
         )
+    if config.prefill_file:
+        environment = with_prefill(environment, load_prefill(config.prefill_file))
     items = environment.items(seed=config.seed)
     limit = config.item_limit
     chosen = list(items if limit is None else itertools.islice(items, limit))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import attrs
 import hermes_loop
@@ -34,10 +35,13 @@ OPTION_NAMES = {
 
 @attrs.frozen(slots=True)
 class ModelParts:
-    """The loop's model configuration and the model name recorded in trajectories."""
+    """The loop's model configuration, the model name recorded in trajectories, and the
+    Hugging Face tokenizer directory when one is known (``--tokenizer``, or the embedded
+    model's export)."""
 
     model: ChatModel | TokenModel
     name: str
+    tokenizer_dir: Path | None = None
 
 
 def get_parser(name: str) -> ToolCallParser:
@@ -78,4 +82,9 @@ async def open_model(config: RunConfig, credentials: Credentials) -> AsyncIterat
     spec = model_spec(config, credentials)
     parser = get_parser(config.parser)
     async with hermes_loop.open_model(spec, parser, option_names=OPTION_NAMES) as handle:
-        yield ModelParts(handle.model, handle.name)
+        tokenizer_dir = Path(config.tokenizer) if config.tokenizer else None
+        if tokenizer_dir is None and handle.export_hf_tokenizer is not None:
+            from hermes_loop.embedded.hf_export import default_cache_dir
+
+            tokenizer_dir = await handle.export_hf_tokenizer(default_cache_dir())
+        yield ModelParts(handle.model, handle.name, tokenizer_dir)

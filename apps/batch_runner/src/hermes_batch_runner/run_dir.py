@@ -43,6 +43,11 @@ class RunPaths:
         return self.root / "report.html"
 
     @property
+    def tokenizer(self) -> Path:
+        """The model's ``tokenizer.json`` (token mode), read by the report for token text."""
+        return self.root / "tokenizer.json"
+
+    @property
     def run(self) -> Path:
         return self.root / RUN_FILE
 

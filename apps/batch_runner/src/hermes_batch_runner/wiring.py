@@ -4,10 +4,12 @@ tools, hermes-loop agent loop and model, hermes-parsers parser."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 from hermes_envs import RolloutRunner, RunnerConfig, ToolsetSelection
 from hermes_loop import AgentLoop, LoopLimits
 from hermes_protocols import Environment, Item, SamplingParams, ScoredRollout, SlotPool, Toolset
@@ -72,6 +74,15 @@ class RunnerComponents:
     @property
     def model(self) -> str:
         return self._parts.name
+
+    async def save_tokenizer(self, target: Path) -> bool:
+        """Copy the model's ``tokenizer.json`` to ``target`` (token text for the report)."""
+        directory = self._parts.tokenizer_dir
+        source = directory / "tokenizer.json" if directory is not None else None
+        if source is None or not source.is_file():
+            return False
+        await anyio.to_thread.run_sync(shutil.copyfile, source, target)
+        return True
 
     @property
     def model_parts(self) -> ModelParts:

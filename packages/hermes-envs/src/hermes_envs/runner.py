@@ -44,6 +44,8 @@ from hermes_envs.toolsets import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: what one attempt produced: the agent result, its score, phase timings, setup metadata
+_Attempt = tuple[AgentResult, Score, dict[str, float], dict[str, Any]]
 
 RolloutCallback = Callable[[ScoredRollout], Awaitable[None]]
 GroupCallback = Callable[[Item, Sequence[ScoredRollout]], Awaitable[None]]
@@ -234,7 +236,7 @@ class RolloutRunner:
         for attempt in range(1, self.config.max_attempts + 1):
             attempts = attempt
             try:
-                result, score, timings = await self._attempt(
+                result, score, timings, workspace = await self._attempt(
                     item, toolsets, f"{rollout_id}#{attempt}"
                 )
             except _InfraFailure as failure:
@@ -258,7 +260,11 @@ class RolloutRunner:
                 result=result,
                 score=score,
                 timings=timings,
-                metadata={"toolsets": [t.name for t in toolsets], "attempts": attempt},
+                metadata={
+                    "toolsets": [t.name for t in toolsets],
+                    "attempts": attempt,
+                    "workspace": workspace,
+                },
             )
         assert last is not None
         return ScoredRollout(
@@ -279,7 +285,7 @@ class RolloutRunner:
 
     async def _attempt(
         self, item: Item, toolsets: Sequence[Toolset], trajectory_id: str
-    ) -> tuple[AgentResult, Score, dict[str, float]]:
+    ) -> _Attempt:
         cfg = self.config
         timings: dict[str, float] = {}
         start = time.perf_counter()
@@ -303,7 +309,7 @@ class RolloutRunner:
 
     async def _on_slot(
         self, item: Item, toolsets: Sequence[Toolset], slot: Slot, timings: dict[str, float]
-    ) -> tuple[AgentResult, Score, dict[str, float]]:
+    ) -> _Attempt:
         with anyio.CancelScope() as scope:
             clock = _PhaseClock(scope, timings)
             return await self._phases(item, toolsets, slot, clock)
@@ -311,7 +317,7 @@ class RolloutRunner:
 
     async def _phases(
         self, item: Item, toolsets: Sequence[Toolset], slot: Slot, clock: _PhaseClock
-    ) -> tuple[AgentResult, Score, dict[str, float]]:
+    ) -> _Attempt:
         cfg = self.config
         metadata = await clock.run("setup", cfg.setup_timeout, self.env.setup_workspace(item, slot))
         executor = SlotToolExecutor(toolsets, slot)
@@ -332,7 +338,7 @@ class RolloutRunner:
         score = await clock.run("verify", cfg.verify_timeout, self.env.verify(item, result, ctx))
         if score.failure is FailureKind.INFRASTRUCTURE:
             raise _InfraFailure("verify", score.details or "verifier reported an infra failure")
-        return result, score, clock.timings
+        return result, score, clock.timings, dict(metadata)
 
 
 class _PhaseClock:

@@ -6,6 +6,7 @@ keeps that rollout's state (the message list, or the token ledger).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -32,6 +33,26 @@ from hermes_loop.ledger import TemplateBridge, TokenLedger
 from hermes_loop.offload import run_sized
 from hermes_loop.parsed_turns import turn_message
 from hermes_loop.tool_calls import PendingCall, SchemaCache, validate_call
+
+
+def turn_seed(seed: int, turn: int) -> int:
+    """The sampling seed of ``turn`` (1-based) in a rollout seeded with ``seed``.
+
+    Turn 1 keeps ``seed`` itself; later turns get distinct, reproducible seeds, so a sampler
+    that restarts its random stream per request never replays turn 1's draws.
+    """
+    if turn <= 1:
+        return seed
+    digest = hashlib.sha256(f"{seed}:{turn}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def turn_sampling(sampling: SamplingParams, turn: int, max_tokens: int) -> SamplingParams:
+    """``sampling`` for one turn: its token budget and its own seed (when a seed is set)."""
+    seed = None if sampling.seed is None else turn_seed(sampling.seed, turn)
+    if sampling.max_tokens == max_tokens and sampling.seed == seed:
+        return sampling
+    return attrs.evolve(sampling, max_tokens=max_tokens, seed=seed)
 
 
 @attrs.frozen(slots=True)
@@ -147,9 +168,7 @@ class _ChatSession:
         return self._context
 
     async def generate(self, turn: int, max_tokens: int) -> TurnOutput:
-        sampling = self._sampling
-        if sampling.max_tokens != max_tokens:
-            sampling = self._sampling = attrs.evolve(sampling, max_tokens=max_tokens)
+        sampling = turn_sampling(self._sampling, turn, max_tokens)
         result = await self._model.backend.chat(
             self._messages,
             tools=self._tools,
@@ -277,9 +296,7 @@ class _TokenSession:
 
     async def generate(self, turn: int, max_tokens: int) -> TurnOutput:
         prompt_tokens = len(self.ledger)
-        sampling = self._sampling
-        if sampling.max_tokens != max_tokens:
-            sampling = self._sampling = attrs.evolve(sampling, max_tokens=max_tokens)
+        sampling = turn_sampling(self._sampling, turn, max_tokens)
         generation = await self._model.backend.generate(self.ledger.ids, sampling=sampling)
         self.ledger.add_generation(generation)
         ids = generation.ids
