@@ -57,6 +57,7 @@ def test_token_mode_run_with_non_ascii_text_loses_no_rollout(
         assert sampling["logprob_mode_requested"] == "sampled"
         assert sampling["temperature"] == 0.7
         assert record["token_source"] == "sampler"
+        assert record["logprob_mode"] == "sampled"
         masks, logprobs = record["masks"], record["logprobs"]
         nulls = [i for i, lp in enumerate(logprobs) if lp is None]
         assert nulls == sampling["missing_logprobs"]

@@ -4,8 +4,8 @@ Fields: ``id``, ``env``, ``item``, ``group_index``, ``messages`` (OpenAI chat JS
 ``conversations`` (ShareGPT ``from``/``value`` as hermes-agent writes them), ``reward``,
 ``metrics``, ``failure``, ``stop_reason``, ``tool_errors``, ``turns``, ``reasoning`` (per turn),
 ``timings``, ``model``, ``metadata``, and in token mode ``tokens``, ``masks``, ``logprobs``,
-``token_source`` and ``drift``; ``sampling`` (sampling parameters, the logprob mode requested
-and the one the engine returned, positions without a logprob).
+``token_source``, ``logprob_mode`` and ``drift``; ``sampling`` (sampling parameters, the
+logprob mode requested and the one the engine returned, positions without a logprob).
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def _result_fields(result: AgentResult) -> JSONObject:
         out["masks"] = list(result.trace.mask)
         out["logprobs"] = [_finite(v) for v in result.trace.logprobs]
         out["token_source"] = result.trace.source
+        out["logprob_mode"] = result.trace.logprob_mode
     if result.drift is not None:
         out["drift"] = {
             "mismatches": result.drift.mismatches,
