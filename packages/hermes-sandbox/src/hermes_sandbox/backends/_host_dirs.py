@@ -99,6 +99,8 @@ def sweep(root: str, pool_name: str) -> int:
     removed = 0
     for name in sorted(os.listdir(root)):
         host_dir = os.path.join(root, name)
+        if name.startswith("."):
+            continue
         if pool_of(name) != pool_name or not os.path.isdir(host_dir) or owner_alive(host_dir):
             continue
         kill_marked(name + "/")

@@ -67,8 +67,7 @@ class DirectoryHost:
         return host
 
     def _create_dirs(self, root: str) -> None:
-        os.makedirs(root, mode=0o755, exist_ok=True)
-        os.chmod(root, 0o755)
+        os.makedirs(root, mode=0o700, exist_ok=True)
         os.makedirs(os.path.join(self._dir, "slots"), mode=0o755)
         _host_dirs.write_owner(self._dir)
         for i in range(self._spec.slots):

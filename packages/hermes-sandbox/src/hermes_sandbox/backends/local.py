@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 
 import anyio
@@ -18,6 +17,7 @@ from hermes_protocols import ExecResult, WorkspaceEscape
 from hermes_sandbox._paths import resolve_host_path
 from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends._root_dir import default_root_dir, prepare_root
 from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
 from hermes_sandbox.backends.base import Host, HostSpec
 from hermes_sandbox.backends.directory_host import DirectoryHost
@@ -26,18 +26,17 @@ from hermes_sandbox.limits import ResourceLimits
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ROOT = os.path.join(tempfile.gettempdir(), "hermes-sandbox")
-
 
 @attrs.frozen(slots=True)
 class LocalConfig:
     """Settings of the ``local`` backend.
 
-    ``root_dir``: where host directories live. ``max_output_bytes``: cap of stdout and of
+    ``root_dir``: where host directories live (default: per user, see
+    :func:`default_root_dir`). ``max_output_bytes``: cap of stdout and of
     stderr per command (head + tail kept).
     """
 
-    root_dir: str = os.path.join(DEFAULT_ROOT, "local")
+    root_dir: str = attrs.field(factory=lambda: default_root_dir("local"))
     limits: ResourceLimits = attrs.field(factory=ResourceLimits)
     env: SlotEnv = attrs.field(factory=SlotEnv)
     max_output_bytes: int = 1 << 20
@@ -113,6 +112,9 @@ class LocalBackend:
         return "local"
 
     async def start_host(self, spec: HostSpec) -> Host:
+        await anyio.to_thread.run_sync(
+            lambda: prepare_root(self.config.root_dir, traversable=False)
+        )
         return await DirectoryHost.create(
             spec,
             self.config.root_dir,
@@ -121,4 +123,7 @@ class LocalBackend:
         )
 
     async def sweep_orphans(self, pool_name: str) -> int:
+        await anyio.to_thread.run_sync(
+            lambda: prepare_root(self.config.root_dir, traversable=False)
+        )
         return await anyio.to_thread.run_sync(_host_dirs.sweep, self.config.root_dir, pool_name)
