@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
-import shutil
 import signal
-import stat
-from collections.abc import Callable
+
+from hermes_sandbox.backends._removal import remove_tree
+
+logger = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"
 HOST_ID_SEPARATOR = "--"
@@ -51,20 +53,6 @@ def owner_alive(host_dir: str) -> bool:
     return recorded is not None and _start_time(pid) == recorded
 
 
-def _force_writable(func: Callable[..., object], path: str, _exc: object) -> None:
-    with contextlib.suppress(OSError):
-        os.chmod(os.path.dirname(path), stat.S_IRWXU)
-        os.chmod(path, stat.S_IRWXU)
-    with contextlib.suppress(FileNotFoundError):
-        func(path)
-
-
-def remove_tree(path: str) -> None:
-    """Remove ``path`` entirely, even trees whose modes were locked down by a sandbox."""
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=_force_writable)
-
-
 def empty_dir(path: str, owner: tuple[int, int] | None) -> None:
     """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch)."""
     remove_tree(path)
@@ -93,17 +81,25 @@ def kill_marked(marker: str) -> int:
 
 
 def sweep(root: str, pool_name: str) -> int:
-    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone."""
+    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone.
+
+    An entry that cannot be removed is logged and skipped: a previous run's leftovers never
+    stop a pool (or a sandbox server) from starting.
+    """
     if not os.path.isdir(root):
         return 0
     removed = 0
     for name in sorted(os.listdir(root)):
         host_dir = os.path.join(root, name)
-        if name.startswith("."):
+        if name.startswith(".") or pool_of(name) != pool_name:
             continue
-        if pool_of(name) != pool_name or not os.path.isdir(host_dir) or owner_alive(host_dir):
+        try:
+            if not os.path.isdir(host_dir) or owner_alive(host_dir):
+                continue
+            kill_marked(name + "/")
+            remove_tree(host_dir)
+        except OSError as exc:
+            logger.warning("hermes-sandbox: orphan sweep skipped %s: %s", host_dir, exc)
             continue
-        kill_marked(name + "/")
-        remove_tree(host_dir)
         removed += 1
     return removed

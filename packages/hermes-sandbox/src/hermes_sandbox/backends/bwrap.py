@@ -22,6 +22,7 @@ from hermes_protocols import ExecResult, IsolationUnavailable, SandboxError
 from hermes_sandbox._paths import relative_slot_path
 from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs, _root_dir
+from hermes_sandbox.backends._removal import remove_tree
 from hermes_sandbox.backends._root_dir import default_root_dir
 from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
 from hermes_sandbox.backends.base import Host, HostSpec
@@ -216,7 +217,7 @@ class BwrapBackend:
                     raise IsolationUnavailable(f"bwrap cannot start here: {exc}") from exc
             finally:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_host_dirs.remove_tree, probe)
+                    await anyio.to_thread.run_sync(remove_tree, probe)
             if result.exit_code != 0 or result.stdout.strip() != "ok":
                 reason = (result.stderr.strip() or result.stdout.strip()).splitlines()
                 raise IsolationUnavailable(

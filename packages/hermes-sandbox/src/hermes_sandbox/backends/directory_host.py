@@ -13,6 +13,7 @@ import anyio
 from hermes_protocols import SandboxError, Slot
 
 from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends._removal import remove_tree
 from hermes_sandbox.backends.base import HostSpec
 
 
@@ -113,7 +114,7 @@ class DirectoryHost:
         _host_dirs.kill_marked(self.host_id + "/")
         if self._on_remove is not None:
             self._on_remove()
-        _host_dirs.remove_tree(self._dir)
+        remove_tree(self._dir)
 
     async def close(self) -> None:
         self._closed = True
