@@ -28,6 +28,7 @@ from hermes_sandbox.backends._container_exec import (
     resolve_in_workspace,
 )
 from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.file_window import DEFAULT_MAX_READ_BYTES, FileTooLarge
 
 POOL_LABEL = "org.hermes-rl.pool"
 HOST_LABEL = "org.hermes-rl.host"
@@ -48,6 +49,7 @@ class DockerConfig:
     extra_run_args: tuple[str, ...] = ()
     max_output_bytes: int = 1 << 20
     cli_timeout_s: float = 300.0
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
 
     def __attrs_post_init__(self) -> None:
         if not posixpath.isabs(self.workspace_root):
@@ -105,6 +107,9 @@ def _file_error(stderr: bytes, path: str) -> Exception:
     text = stderr.decode(errors="replace").strip()
     if "ESCAPE" in text:
         return WorkspaceEscape(f"{path!r} resolves outside the workspace")
+    if text.startswith("TOO-LARGE "):
+        size, cap = (int(x) for x in text.split()[1:3])
+        return FileTooLarge(path, size, cap)
     if "No such file" in text or "Could not find" in text:
         return FileNotFoundError(f"no such file: {path}")
     if "Is a directory" in text:
@@ -177,7 +182,11 @@ class DockerSlot:
 
     async def read_file(self, path: str) -> bytes:
         full = self.resolve(path)
-        script = self._guard(full) + 'exec cat -- "$r"'
+        cap = self._host.config.max_read_bytes
+        script = self._guard(full) + (
+            f's=$(stat -c %s -- "$r") && if [ "$s" -gt {cap} ]; then '
+            f'echo "TOO-LARGE $s {cap}" >&2; exit 3; fi; exec head -c {cap} -- "$r"'
+        )
         done = await _cli(self._host.config, ["exec", self._host.container, "bash", "-c", script])
         if done.returncode != 0:
             raise _file_error(done.stderr, path)
