@@ -22,6 +22,7 @@ class ResourceLimits:
     open_files: int | None = 4096
     slot_memory_bytes: int | None = 8 << 30
     slot_processes: int | None = 1024
+    disk_bytes: int | None = 2 << 30
 
     def ulimit_prologue(self) -> str:
         """A shell line applying the limits (empty when nothing is limited)."""

@@ -14,6 +14,7 @@ import os
 import signal
 
 from hermes_sandbox.backends._removal import remove_tree
+from hermes_sandbox.backends._workspace_fs import mount_workspace, unmount_beneath
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +54,27 @@ def owner_alive(host_dir: str) -> bool:
     return recorded is not None and _start_time(pid) == recorded
 
 
-def empty_dir(path: str, owner: tuple[int, int] | None) -> None:
-    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch)."""
+def empty_dir(path: str, owner: tuple[int, int] | None, size_bytes: int | None = None) -> bool:
+    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch).
+
+    With ``size_bytes`` a tmpfs of that size is mounted on it where this process may mount;
+    returns whether it was.
+    """
+    unmount_beneath(path)
     remove_tree(path)
     os.makedirs(path, mode=0o700)
     if owner is not None:
         os.chown(path, *owner)
+    return size_bytes is not None and mount_workspace(path, size_bytes, owner)
+
+
+def can_mount_workspaces(scratch: str) -> bool:
+    """Whether size-limited workspaces can be mounted here (tried on ``scratch``, then gone)."""
+    try:
+        return empty_dir(scratch, None, 1 << 20)
+    finally:
+        unmount_beneath(scratch)
+        remove_tree(scratch)
 
 
 def kill_marked(marker: str) -> int:
@@ -97,6 +113,7 @@ def sweep(root: str, pool_name: str) -> int:
             if not os.path.isdir(host_dir) or owner_alive(host_dir):
                 continue
             kill_marked(name + "/")
+            unmount_beneath(host_dir)
             remove_tree(host_dir)
         except OSError as exc:
             logger.warning("hermes-sandbox: orphan sweep skipped %s: %s", host_dir, exc)

@@ -23,10 +23,12 @@ from hermes_sandbox._paths import relative_slot_path
 from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs, _root_dir
 from hermes_sandbox.backends._removal import remove_tree
-from hermes_sandbox.backends._root_dir import default_root_dir
+from hermes_sandbox.backends._root_dir import BIN_DIR, default_root_dir
 from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
+from hermes_sandbox.backends._workspace_fs import note_if_full
 from hermes_sandbox.backends.base import Host, HostSpec
 from hermes_sandbox.backends.bwrap_command import bwrap_argv, bwrap_binary, system_binds
+from hermes_sandbox.backends.bwrap_seccomp import write_filter
 from hermes_sandbox.backends.cgroups import (
     SlotCgroup,
     remove_host_cgroups,
@@ -34,12 +36,13 @@ from hermes_sandbox.backends.cgroups import (
     subtree_for,
     sweep_cgroups,
 )
-from hermes_sandbox.backends.directory_host import DirectoryHost
+from hermes_sandbox.backends.directory_host import DirectoryHost, workspace_limit
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.limits import ResourceLimits
 
 WORKSPACE = "/workspace"
 PROBE_DIR = ".probe"
+_SECCOMP_FD = 3
 
 
 @attrs.frozen(slots=True)
@@ -50,6 +53,8 @@ class BwrapConfig:
     :func:`default_root_dir`). ``rootfs``: a directory used as ``/`` (e.g. built by
     debootstrap) instead of the host's system dirs. ``uid_range``: uids handed to slots when
     hermes runs as root. ``binary``: the bwrap to run (default: the bundled one).
+    ``seccomp``: load the filter of :mod:`~hermes_sandbox.backends.bwrap_seccomp`.
+    ``disable_userns``: slots cannot create nested user namespaces (``unshare -U``).
     """
 
     root_dir: str = attrs.field(factory=lambda: default_root_dir("bwrap"))
@@ -60,6 +65,8 @@ class BwrapConfig:
     max_output_bytes: int = 1 << 20
     uid_range: tuple[int, int] = (200_000, 265_000)
     binary: str | None = None
+    seccomp: bool = True
+    disable_userns: bool = True
 
 
 class BwrapSlot(HostFilesSlot):
@@ -75,8 +82,10 @@ class BwrapSlot(HostFilesSlot):
         binds: list[str],
         owner: tuple[int, int] | None,
         cgroup: SlotCgroup | None = None,
+        seccomp_file: str | None = None,
     ) -> None:
         self._slot_id = f"{host_id}/{index}"
+        self._seccomp_file = seccomp_file
         self._cgroup = cgroup
         self._marker = f"{self._slot_id}/"
         self._dir = directory
@@ -120,13 +129,23 @@ class BwrapSlot(HostFilesSlot):
             cwd=self._cwd(cwd),
             allow_network=self._config.allow_network,
             script=f"{prologue}\n{command}" if prologue else command,
+            seccomp_fd=_SECCOMP_FD if self._seccomp_file is not None else None,
+            disable_userns=self._config.disable_userns,
+            tmp_size_bytes=self._config.limits.disk_bytes,
         )
-        if self._cgroup is not None:
-            # Join the slot's cgroups before bwrap starts, so every process is inside them.
-            joins = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files)
-            argv = ["sh", "-c", f'{joins} && exec "$0" "$@"', *argv]
+        # Join the slot's cgroups before bwrap starts, so every process is inside them; open
+        # the seccomp program as the descriptor bwrap reads it from.
+        steps = (
+            [f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files]
+            if (self._cgroup is not None)
+            else []
+        )
+        if self._seccomp_file is not None:
+            steps.append(f"exec {_SECCOMP_FD}< {shlex.quote(self._seccomp_file)}")
+        if steps:
+            argv = ["sh", "-c", " && ".join([*steps, 'exec "$0" "$@"']), *argv]
         user, group = self._owner if self._owner is not None else (None, None)
-        return await run_command(
+        result = await run_command(
             argv,
             timeout=timeout,
             max_output_bytes=self._config.max_output_bytes,
@@ -138,6 +157,7 @@ class BwrapSlot(HostFilesSlot):
             after_kill=self.kill_all,
             running=self._running,
         )
+        return await note_if_full(result, self._dir, self._config.limits.disk_bytes)
 
     def kill_all(self) -> None:
         for pgid in list(self._running):
@@ -166,6 +186,8 @@ class BwrapBackend:
         self._ready_lock = anyio.Lock()
         self._binary = ""
         self._binds: list[str] = []
+        self._seccomp_file: str | None = None
+        self._workspace_bytes: int | None = None
         self._ready = False
 
     @property
@@ -188,6 +210,10 @@ class BwrapBackend:
             binary = _root_dir.reachable_binary(binary, root)
         self._binds = system_binds(self.config.rootfs)
         self._binary = binary
+        if self.config.seccomp:
+            self._seccomp_file = write_filter(os.path.join(root, BIN_DIR))
+            os.chmod(os.path.join(root, BIN_DIR), 0o755)
+        self._workspace_bytes = workspace_limit(root, self.config.limits.disk_bytes)
         probe = os.path.join(root, f"{PROBE_DIR}-{os.getpid()}")
         _host_dirs.empty_dir(probe, self.owner_of(PROBE_DIR, 0))
         return probe
@@ -210,6 +236,7 @@ class BwrapBackend:
                     self._binary,
                     self._binds,
                     self.owner_of(PROBE_DIR, 0),
+                    seccomp_file=self._seccomp_file,
                 )
                 try:
                     result = await slot.exec("echo ok", timeout=30)
@@ -242,7 +269,15 @@ class BwrapBackend:
                 owner=owner,
             )
             return BwrapSlot(
-                host_id, index, directory, self.config, self._binary, self._binds, owner, cgroup
+                host_id,
+                index,
+                directory,
+                self.config,
+                self._binary,
+                self._binds,
+                owner,
+                cgroup,
+                seccomp_file=self._seccomp_file,
             )
 
         return await DirectoryHost.create(
@@ -251,6 +286,7 @@ class BwrapBackend:
             make_slot,
             lambda i: self.owner_of(spec.host_id, i),
             on_remove=lambda: remove_host_cgroups(self._cgroup_subtree, spec.host_id),
+            workspace_bytes=self._workspace_bytes,
         )
 
     async def sweep_orphans(self, pool_name: str) -> int:

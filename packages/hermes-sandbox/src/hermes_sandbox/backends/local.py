@@ -19,8 +19,9 @@ from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs
 from hermes_sandbox.backends._root_dir import default_root_dir, prepare_root
 from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
+from hermes_sandbox.backends._workspace_fs import note_if_full
 from hermes_sandbox.backends.base import Host, HostSpec
-from hermes_sandbox.backends.directory_host import DirectoryHost
+from hermes_sandbox.backends.directory_host import DirectoryHost, workspace_limit
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.limits import ResourceLimits
 
@@ -80,7 +81,7 @@ class LocalSlot(HostFilesSlot):
     ) -> ExecResult:
         prologue = self._config.limits.ulimit_prologue()
         script = f"{prologue}\n{command}" if prologue else command
-        return await run_command(
+        result = await run_command(
             ["bash", "-c", script],
             timeout=timeout,
             max_output_bytes=self._config.max_output_bytes,
@@ -90,6 +91,7 @@ class LocalSlot(HostFilesSlot):
             after_kill=self.kill_all,
             running=self._running,
         )
+        return await note_if_full(result, self._dir, self._config.limits.disk_bytes)
 
     def kill_all(self) -> None:
         for pgid in list(self._running):
@@ -102,6 +104,9 @@ class LocalBackend:
 
     def __init__(self, config: LocalConfig | None = None) -> None:
         self.config = config or LocalConfig()
+        self._prepare_lock = anyio.Lock()
+        self._workspace_bytes: int | None = None
+        self._prepared = False
         logger.warning(
             "hermes-sandbox: the 'local' backend runs commands WITHOUT isolation "
             "(they can read and write anything this user can); use 'bwrap' for untrusted code"
@@ -111,19 +116,26 @@ class LocalBackend:
     def name(self) -> str:
         return "local"
 
+    def _prepare_root(self) -> None:
+        prepare_root(self.config.root_dir, traversable=False)
+        self._workspace_bytes = workspace_limit(self.config.root_dir, self.config.limits.disk_bytes)
+
+    async def _prepare(self) -> None:
+        async with self._prepare_lock:
+            if not self._prepared:
+                await anyio.to_thread.run_sync(self._prepare_root)
+                self._prepared = True
+
     async def start_host(self, spec: HostSpec) -> Host:
-        await anyio.to_thread.run_sync(
-            lambda: prepare_root(self.config.root_dir, traversable=False)
-        )
+        await self._prepare()
         return await DirectoryHost.create(
             spec,
             self.config.root_dir,
             lambda host_id, i, d: LocalSlot(host_id, i, d, self.config),
             lambda _i: None,
+            workspace_bytes=self._workspace_bytes,
         )
 
     async def sweep_orphans(self, pool_name: str) -> int:
-        await anyio.to_thread.run_sync(
-            lambda: prepare_root(self.config.root_dir, traversable=False)
-        )
+        await self._prepare()
         return await anyio.to_thread.run_sync(_host_dirs.sweep, self.config.root_dir, pool_name)

@@ -8,6 +8,7 @@ are relative to the workspace root.
 from __future__ import annotations
 
 import difflib
+import errno
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -112,6 +113,11 @@ def _file_error(path: str, exc: BaseException) -> ToolResult:
         return _error(f"{path} is a directory, not a file")
     if isinstance(exc, PermissionError):
         return _error(f"permission denied: {path}")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return _error(
+            f"cannot write {path}: the slot's disk limit is reached ({exc.strerror}); "
+            "delete files to free space"
+        )
     if isinstance(exc, OSError) and exc.strerror:
         return _error(f"cannot access {path}: {exc.strerror}")
     return _error(f"cannot access {path}: {exc}")
