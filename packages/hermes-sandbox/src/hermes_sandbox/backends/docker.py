@@ -139,6 +139,15 @@ class DockerSlot:
         """``path`` inside the workspace, lexically; ``..`` or outside absolute paths fail."""
         return resolve_in_workspace(self._workspace, path, allow_root=allow_root)
 
+    def _workdir(self, cwd: str | None) -> str:
+        """Relative ``cwd`` stays in the workspace; an absolute one may be anywhere in the
+        container, which is the sandbox (as in bwrap): e.g. a task image's ``/app``."""
+        if cwd is None:
+            return self._workspace
+        if posixpath.isabs(cwd):
+            return posixpath.normpath(cwd)
+        return self.resolve(cwd, allow_root=True)
+
     def _guard(self, full: str) -> str:
         """Shell that fails with ESCAPE when ``full`` resolves (symlinks) outside the workspace."""
         ws = shlex.quote(self._workspace)
@@ -158,7 +167,7 @@ class DockerSlot:
     ) -> ExecResult:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        workdir = self.resolve(cwd, allow_root=True) if cwd is not None else self._workspace
+        workdir = self._workdir(cwd)
         args = ["exec", "-i", "-w", workdir]
         for key, value in (env or {}).items():
             args += ["-e", f"{key}={value}"]
