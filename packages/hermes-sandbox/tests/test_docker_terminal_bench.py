@@ -90,7 +90,8 @@ async def test_a_terminal_bench_task_in_its_own_image(tmp_path: Path) -> None:
     name = f"tb-{uuid.uuid4().hex[:6]}"
     await anyio.to_thread.run_sync(_build_task_image, env.task(item), tmp_path, tag)
     try:
-        backend = DockerBackend(DockerConfig(image=tag))
+        # Each trajectory needs the image as built (/app is outside the slot workspace).
+        backend = DockerBackend(DockerConfig(image=tag, fresh_container_on_reset=True))
         async with SlotPool(backend, PoolConfig(name=name, slots_per_host=1)) as pool:
             runner = envs.RolloutRunner(
                 env, pool, _Oracle(env.oracle_solution(item)), [terminal_toolset()]
@@ -101,7 +102,7 @@ async def test_a_terminal_bench_task_in_its_own_image(tmp_path: Path) -> None:
             idle = envs.RolloutRunner(env, pool, _Oracle("true"), [terminal_toolset()])
             [unsolved] = await idle.run_group(item)
             assert unsolved.score is not None, unsolved.failure
-            assert unsolved.score.reward == 0.0  # the fresh container has no count.txt
+            assert unsolved.score.reward == 0.0  # the first run's /app/count.txt is gone
         left = await anyio.to_thread.run_sync(
             _docker, "ps", "-aq", "--filter", f"label={POOL_LABEL}={name}"
         )

@@ -37,7 +37,13 @@ _GRACE_S = 15.0
 
 @attrs.frozen(slots=True, kw_only=True)
 class DockerConfig:
-    """Image, limits and CLI settings of the docker backend (the image needs bash+coreutils)."""
+    """Image, limits and CLI settings of the docker backend (the image needs bash+coreutils).
+
+    A reset empties the slot's workspace; state elsewhere in the container (a task image's
+    ``/app``) persists unless ``fresh_container_on_reset`` (one slot per host) replaces the
+    container by a fresh one of the image at every reset. ``max_read_bytes`` caps
+    ``read_file``.
+    """
 
     image: str = "python:3.12-slim"
     allow_network: bool = False
@@ -50,6 +56,7 @@ class DockerConfig:
     max_output_bytes: int = 1 << 20
     cli_timeout_s: float = 300.0
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    fresh_container_on_reset: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not posixpath.isabs(self.workspace_root):
@@ -259,8 +266,24 @@ class DockerHost:
         await self._sh("mkdir -p " + " ".join(shlex.quote(s.workspace) for s in self._slots))
 
     async def reset_slot(self, index: int) -> None:
+        if self.config.fresh_container_on_reset:
+            await self._recreate()
+            return
         slot = self._slots[index]
         await self._sh(reset_script(slot.workspace, slot.slot_id))
+
+    async def _recreate(self) -> None:
+        """Replace the container by a fresh one of the image (state outside the workspace too,
+        e.g. a task's ``/app``, starts over)."""
+        with anyio.CancelScope(shield=True):
+            await _cli(self.config, ["rm", "-f", self.container], timeout=120)
+        done = await _cli(self.config, run_argv(self.config, self._spec)[1:])
+        if done.returncode != 0:
+            self._closed = True
+            text = done.stderr.decode(errors="replace").strip()
+            raise SandboxError(f"{self.host_id}: recreating the container failed: {text[:300]}")
+        self.container = done.stdout.decode().strip()
+        await self.prepare()
 
     async def healthy(self) -> bool:
         if self._closed:
@@ -289,6 +312,8 @@ class DockerBackend:
         return "docker"
 
     async def start_host(self, spec: HostSpec) -> Host:
+        if self.config.fresh_container_on_reset and spec.slots != 1:
+            raise ConfigError("fresh_container_on_reset needs one slot per host (slots_per_host=1)")
         reason = await docker_available(self.config.docker)
         if reason is not None:
             raise SandboxError(f"docker backend: {reason}")
