@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import threading
@@ -20,7 +21,7 @@ from hermes_sandbox import (
     PoolConfig,
     SlotPool,
 )
-from hermes_sandbox.file_window import FileTooLarge
+from hermes_sandbox.file_window import FileTooLarge, read_window
 from hermes_sandbox.tools import PatchTool, ReadFileTool, WriteFileTool
 
 pytestmark = pytest.mark.anyio
@@ -103,3 +104,22 @@ async def test_bad_paths_come_back_as_error_results_naming_the_path(slot: Slot) 
     with pytest.raises(FileNotFoundError) as caught:
         await slot.read_file("no/such/dir/file.txt")
     assert caught.value.filename == "no/such/dir/file.txt"
+
+
+@pytest.mark.parametrize(
+    ("data", "first", "lines", "total"),
+    [
+        (b"a\nb", 2, ("b",), 2),
+        (b"a\nb", 3, (), 2),
+        (b"a\nb\n", 1, ("a", "b"), 2),
+        (b"", 1, (), 0),
+        (b"x\n" * 5, 3, ("x", "x"), 5),
+        (b"x\n" * 5, 6, (), 5),
+        (b"y" * 5000 + b"\nz\n", 1, ("y" * 100, "z"), 2),
+    ],
+)
+def test_windows_count_and_skip_lines_like_splitlines(
+    data: bytes, first: int, lines: tuple[str, ...], total: int
+) -> None:
+    window = read_window(io.BytesIO(data), len(data), first, 2, 100)
+    assert (window.lines, window.total_lines) == (lines, total)

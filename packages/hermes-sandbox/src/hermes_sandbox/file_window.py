@@ -87,8 +87,7 @@ def read_window(
     """Stream ``f`` to lines ``first``.. (1-based), keep at most ``max_lines`` of them."""
     if b"\x00" in f.read(_SNIFF):
         return TextWindow(first, (), None, size, binary=True)
-    f.seek(0)
-    number = 0
+    number = _skip_lines(f, first - 1)
     kept: list[str] = []
     long_lines = False
     while len(kept) < max_lines:
@@ -96,13 +95,35 @@ def read_window(
         if not line:
             break
         number += 1
-        if number >= first:
-            kept.append(line.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "replace"))
-            long_lines = long_lines or cut
+        kept.append(line.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "replace"))
+        long_lines = long_lines or cut
     total: int | None = number
     if len(kept) == max_lines:
         total = _count_rest(f, number)
     return TextWindow(first, tuple(kept), total, size, long_lines=long_lines)
+
+
+def _skip_lines(f: BinaryIO, count: int) -> int:
+    """Seek ``f`` to the start of line ``count + 1`` (chunked); return the lines skipped."""
+    f.seek(0)
+    skipped = 0
+    last = b"\n"
+    while skipped < count:
+        start = f.tell()
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            return skipped + (0 if last == b"\n" else 1)  # a last line without its newline
+        last = chunk[-1:]
+        newlines = chunk.count(b"\n")
+        if skipped + newlines < count:
+            skipped += newlines
+            continue
+        end = -1
+        for _ in range(count - skipped):
+            end = chunk.index(b"\n", end + 1)
+        f.seek(start + end + 1)
+        return count
+    return skipped
 
 
 def _count_rest(f: BinaryIO, counted: int) -> int | None:
