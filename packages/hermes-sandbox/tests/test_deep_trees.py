@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from hermes_sandbox import (
     BwrapBackend,
@@ -18,6 +19,7 @@ from hermes_sandbox import (
     SlotPool,
 )
 from hermes_sandbox.backends._removal import remove_tree
+from hermes_sandbox.server import ServerConfig, running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -140,3 +142,26 @@ async def test_orphan_sweep_reports_and_skips_what_it_cannot_remove(
     finally:
         _chattr("-i", pinned)
     shutil.rmtree(root)
+
+
+async def test_sandbox_server_starts_over_leftovers_it_cannot_remove(sandbox_root: Path) -> None:
+    data = sandbox_root / "data"
+    hosts = data / "hosts"
+    hosts.mkdir(parents=True, mode=0o711)
+    deep = _dead_host(hosts, "hermes-server--deep")
+    _deep_tree(deep / "slots" / "0", DEPTH)
+    pinned = _dead_host(hosts, "hermes-server--stuck") / "slots" / "0" / "immutable"
+    pinned.write_text("x")
+    if not _chattr("+i", pinned):
+        shutil.rmtree(data)
+        pytest.skip("cannot make an unremovable file here (chattr +i needs root and ext4/xfs)")
+    config = ServerConfig(slots=1, data_dir=str(data), token="t" * 16)
+    try:
+        async with running_server(config, BwrapBackend(BwrapConfig(root_dir=str(hosts)))) as url:
+            async with httpx.AsyncClient(base_url=url) as client:
+                response = await client.get("/v1/health")
+            assert response.status_code == 200, response.text
+        assert not deep.exists()
+    finally:
+        _chattr("-i", pinned)
+    shutil.rmtree(data)

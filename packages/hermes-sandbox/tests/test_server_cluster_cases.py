@@ -151,6 +151,9 @@ def shared_cluster(parent: Path) -> Iterator[SharedCluster]:
             if os.path.isdir(base)
         ]
         assert cgroups == [], f"cgroups left behind: {cgroups}"
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = [p for p in (line.split()[4] for line in f) if p.startswith(f"{root}/")]
+        assert mounts == [], f"workspace mounts left behind: {mounts[:5]}"
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
