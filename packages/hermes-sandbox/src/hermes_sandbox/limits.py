@@ -13,6 +13,10 @@ class ResourceLimits:
     raise them. ``max_processes`` is RLIMIT_NPROC, which counts processes *per uid* and is not
     enforced for root: it binds only when commands run as an unprivileged uid (the bwrap backend
     started as root gives every slot its own uid).
+
+    ``disk_bytes`` is the per-slot disk limit: the size of the slot's workspace filesystem (a
+    tmpfs mounted on it where hermes may mount, i.e. as root) and of bwrap's private ``/tmp``;
+    docs/sandbox.md says what each backend enforces.
     """
 
     memory_bytes: int | None = 4 << 30
