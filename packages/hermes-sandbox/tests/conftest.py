@@ -109,8 +109,19 @@ def _cgroups(root: Path) -> list[str]:
 
 
 def _mounts() -> list[str]:
+    """Mount points, except the session's shared cluster's (its servers mount slot tmpfs
+    workspaces whenever they start hosts; it checks its own cleanup at session end)."""
+    shared = f"{SCRATCH_PARENT}/shared-"
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        return sorted(line.split()[4] for line in f)
+        return sorted(p for p in (line.split()[4] for line in f) if not p.startswith(shared))
+
+
+def _describe(pids: list[int]) -> list[str]:
+    described = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            described.append(f"{pid}: {' '.join(psutil.Process(pid).cmdline())[:200]}")
+    return described
 
 
 @pytest.fixture
@@ -124,13 +135,14 @@ def sandbox_root() -> Iterator[Path]:
     children = {p.pid for p in psutil.Process().children(recursive=True)}
     yield root
     try:
-        left = sorted(p.name for p in root.iterdir())
+        # .bin holds the reachable bwrap copy and the seccomp program: a cache, kept on purpose.
+        left = sorted(p.name for p in root.iterdir() if p.name != ".bin")
         assert left == [], f"directories left behind: {left}"
         assert _mounts() == mounts, "mounts left behind"
         assert _cgroups(root) == [], f"cgroups left behind: {_cgroups(root)}"
         extra = {p.pid for p in psutil.Process().children(recursive=True)} - children
         alive = [pid for pid in extra if psutil.pid_exists(pid)]
-        assert alive == [], f"child processes left behind: {alive}"
+        assert alive == [], f"child processes left behind: {_describe(alive)}"
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

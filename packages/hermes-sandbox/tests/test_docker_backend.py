@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import anyio
 import pytest
 from hermes_protocols import SandboxError
-from hermes_sandbox import HostSpec
+from hermes_sandbox import HostSpec, PoolConfig, SlotPool
 from hermes_sandbox.backends.docker import (
     HOST_LABEL,
     POOL_LABEL,
@@ -14,15 +18,36 @@ from hermes_sandbox.backends.docker import (
     docker_available,
     run_argv,
 )
+from hermes_sandbox.file_window import FileTooLarge
 
 SPEC = HostSpec(pool_name="dk", host_id="dk--h0", slots=2)
 
 
+BASE_IMAGE = "hermes-sandbox-base:bookworm-minbase"
+"""Built offline by ``.ci/docker.sh`` (debootstrap --variant=minbase + docker import)."""
+
+
 def _no_daemon() -> str | None:
-    return anyio.run(docker_available)
+    reason = anyio.run(docker_available)
+    if reason is not None:
+        return reason
+    found = subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True)
+    if found.returncode != 0:
+        return f"image {BASE_IMAGE} is missing; run .ci/docker.sh to build it offline"
+    return None
 
 
 NO_DAEMON = _no_daemon()
+
+
+def _containers(pool_name: str) -> list[str]:
+    listing = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={POOL_LABEL}={pool_name}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return listing.stdout.split()
 
 
 def test_run_argv_isolates_limits_and_labels() -> None:
@@ -42,7 +67,7 @@ def test_run_argv_isolates_limits_and_labels() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.skipif(NO_DAEMON is None, reason="a Docker daemon is reachable here")
+@pytest.mark.skipif(anyio.run(docker_available) is None, reason="a Docker daemon is reachable here")
 async def test_without_a_daemon_start_fails_with_the_reason() -> None:
     with anyio.fail_after(30), pytest.raises(SandboxError, match="Docker daemon"):
         await DockerBackend().start_host(SPEC)
@@ -52,7 +77,7 @@ async def test_without_a_daemon_start_fails_with_the_reason() -> None:
 @pytest.mark.anyio
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_live_container() -> None:
-    backend = DockerBackend(DockerConfig(image="python:3.12-slim"))
+    backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
     await backend.sweep_orphans("dk")
     host = await backend.start_host(SPEC)
     try:
@@ -62,10 +87,7 @@ async def test_live_container() -> None:
         assert (await slot.exec("sleep 10", timeout=0.5)).timed_out
         await slot.write_file("a/b", b"\x00\xff")
         assert await slot.read_file("a/b") == b"\x00\xff"
-        offline = await slot.exec(
-            "python -c \"import urllib.request as u; u.urlopen('http://1.1.1.1', timeout=3)\"",
-            timeout=30,
-        )
+        offline = await slot.exec("timeout 3 bash -c 'exec 3<>/dev/tcp/1.1.1.1/80'", timeout=30)
         assert not offline.ok
         await host.reset_slot(0)
         with pytest.raises(FileNotFoundError):
@@ -73,3 +95,57 @@ async def test_live_container() -> None:
     finally:
         await host.close()
     assert await backend.sweep_orphans("dk") == 0
+    assert _containers("dk") == []
+
+
+_KILLED_POOL = """
+import anyio, sys
+from hermes_sandbox import PoolConfig, SlotPool
+from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
+
+async def main():
+    backend = DockerBackend(DockerConfig(image=sys.argv[1]))
+    async with SlotPool(backend, PoolConfig(name="dk-orphan", min_hosts=1)) as pool:
+        slot = await pool.acquire("t")
+        await slot.exec("true", timeout=30)
+        print("ready", flush=True)
+        await anyio.sleep(120)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
+async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
+    child = await anyio.open_process([sys.executable, "-c", _KILLED_POOL, BASE_IMAGE], stderr=None)
+    try:
+        assert child.stdout is not None
+        with anyio.fail_after(120):
+            line = await child.stdout.receive()
+        assert line.startswith(b"ready")
+    finally:
+        child.send_signal(signal.SIGKILL)
+        with anyio.fail_after(10):
+            await child.wait()
+        await child.aclose()
+    left = await anyio.to_thread.run_sync(_containers, "dk-orphan")
+    assert len(left) == 1  # the killed run's container is still there
+    backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
+    async with SlotPool(backend, PoolConfig(name="dk-orphan")) as pool:
+        assert pool.orphans_removed == 1
+    assert await anyio.to_thread.run_sync(_containers, "dk-orphan") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
+async def test_bounded_reads_and_cleanup_of_pools() -> None:
+    backend = DockerBackend(DockerConfig(image=BASE_IMAGE, max_read_bytes=1 << 20))
+    async with SlotPool(backend, PoolConfig(name="dk-clean", slots_per_host=2)) as pool:
+        slot = await pool.acquire("t")
+        assert (await slot.exec("truncate -s 2G big", timeout=30)).ok
+        with pytest.raises(FileTooLarge, match=r"2048\.0 MiB"):
+            await slot.read_file("big")
+        assert len(await anyio.to_thread.run_sync(_containers, "dk-clean")) == 1
+        await pool.release(slot)
+    assert await anyio.to_thread.run_sync(_containers, "dk-clean") == []

@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -150,6 +151,9 @@ def shared_cluster(parent: Path) -> Iterator[SharedCluster]:
             if os.path.isdir(base)
         ]
         assert cgroups == [], f"cgroups left behind: {cgroups}"
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = [p for p in (line.split()[4] for line in f) if p.startswith(f"{root}/")]
+        assert mounts == [], f"workspace mounts left behind: {mounts[:5]}"
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -185,14 +189,25 @@ async def nomad_fake(root: Path, shared: SharedCluster) -> AsyncIterator[HostBac
     await shared.check_clean("nomad-fake")
 
 
+DOCKER_BASE_IMAGE = "hermes-sandbox-base:bookworm-minbase"
+"""Built offline (debootstrap + docker import) by ``.ci/docker.sh``."""
+
+
 @contextlib.asynccontextmanager
 async def docker(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
-    yield DockerBackend(DockerConfig())
+    yield DockerBackend(DockerConfig(image=DOCKER_BASE_IMAGE))
 
 
 def _docker_skip() -> str | None:
     reason = anyio.run(docker_available)
-    return f"docker: {reason}" if reason else None
+    if reason:
+        return f"docker: {reason}"
+    found = subprocess.run(
+        ["docker", "image", "inspect", DOCKER_BASE_IMAGE], capture_output=True, check=False
+    )
+    if found.returncode != 0:
+        return f"docker: image {DOCKER_BASE_IMAGE} is missing; run .ci/docker.sh to build it"
+    return None
 
 
 def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:

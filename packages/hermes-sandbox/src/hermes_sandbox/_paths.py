@@ -65,7 +65,30 @@ def open_beneath(
     """Open slot path ``path`` without following any symlink at open time; return an fd.
 
     With ``make_parents`` missing directories are created (owned by ``owner`` when given).
+    Errors name ``path`` as asked (never only the component that failed).
     """
+    try:
+        return _open_beneath(
+            host_root, path, inner_root, flags, mode=mode, make_parents=make_parents, owner=owner
+        )
+    except WorkspaceEscape:
+        raise
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror, path) from exc
+
+
+def _open_beneath(
+    host_root: str,
+    path: str,
+    inner_root: str,
+    flags: int,
+    *,
+    mode: int = 0o644,
+    make_parents: bool = False,
+    owner: tuple[int, int] | None = None,
+) -> int:
     real = resolve_host_path(host_root, path, inner_root)
     parts = _components(host_root, real)
     if not parts:

@@ -13,6 +13,10 @@ class ResourceLimits:
     raise them. ``max_processes`` is RLIMIT_NPROC, which counts processes *per uid* and is not
     enforced for root: it binds only when commands run as an unprivileged uid (the bwrap backend
     started as root gives every slot its own uid).
+
+    ``disk_bytes`` is the per-slot disk limit: the size of the slot's workspace filesystem (a
+    tmpfs mounted on it where hermes may mount, i.e. as root) and of bwrap's private ``/tmp``;
+    docs/sandbox.md says what each backend enforces.
     """
 
     memory_bytes: int | None = 4 << 30
@@ -22,6 +26,7 @@ class ResourceLimits:
     open_files: int | None = 4096
     slot_memory_bytes: int | None = 8 << 30
     slot_processes: int | None = 1024
+    disk_bytes: int | None = 2 << 30
 
     def ulimit_prologue(self) -> str:
         """A shell line applying the limits (empty when nothing is limited)."""

@@ -44,7 +44,8 @@ def reset_script(workspace: str, marker: str) -> str:
         f"for f in $(grep -lzxF {mark} /proc/[0-9]*/environ 2>/dev/null; "
         f"find /proc/[0-9]*/cwd -maxdepth 0 \\( -lname {ws} -o -lname {ws}/'*' \\) "
         '2>/dev/null); do p=${f#/proc/}; kill -9 "${p%%/*}" 2>/dev/null; done; '
-        f"rm -rf {ws} && mkdir -p {ws}"
+        # Without CAP_DAC_OVERRIDE even root needs u+rwx on a directory to empty it.
+        f"chmod -R u+rwx {ws} 2>/dev/null; rm -rf {ws} && mkdir -p {ws}"
     )
 
 

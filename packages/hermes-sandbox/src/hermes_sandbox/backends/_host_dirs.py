@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
-import shutil
 import signal
-import stat
-from collections.abc import Callable
+
+from hermes_sandbox.backends._removal import remove_tree
+from hermes_sandbox.backends._workspace_fs import mount_workspace, unmount_beneath
+
+logger = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"
 HOST_ID_SEPARATOR = "--"
@@ -51,26 +54,27 @@ def owner_alive(host_dir: str) -> bool:
     return recorded is not None and _start_time(pid) == recorded
 
 
-def _force_writable(func: Callable[..., object], path: str, _exc: object) -> None:
-    with contextlib.suppress(OSError):
-        os.chmod(os.path.dirname(path), stat.S_IRWXU)
-        os.chmod(path, stat.S_IRWXU)
-    with contextlib.suppress(FileNotFoundError):
-        func(path)
+def empty_dir(path: str, owner: tuple[int, int] | None, size_bytes: int | None = None) -> bool:
+    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch).
 
-
-def remove_tree(path: str) -> None:
-    """Remove ``path`` entirely, even trees whose modes were locked down by a sandbox."""
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=_force_writable)
-
-
-def empty_dir(path: str, owner: tuple[int, int] | None) -> None:
-    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch)."""
+    With ``size_bytes`` a tmpfs of that size is mounted on it where this process may mount;
+    returns whether it was.
+    """
+    unmount_beneath(path)
     remove_tree(path)
     os.makedirs(path, mode=0o700)
     if owner is not None:
         os.chown(path, *owner)
+    return size_bytes is not None and mount_workspace(path, size_bytes, owner)
+
+
+def can_mount_workspaces(scratch: str) -> bool:
+    """Whether size-limited workspaces can be mounted here (tried on ``scratch``, then gone)."""
+    try:
+        return empty_dir(scratch, None, 1 << 20)
+    finally:
+        unmount_beneath(scratch)
+        remove_tree(scratch)
 
 
 def kill_marked(marker: str) -> int:
@@ -93,15 +97,26 @@ def kill_marked(marker: str) -> int:
 
 
 def sweep(root: str, pool_name: str) -> int:
-    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone."""
+    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone.
+
+    An entry that cannot be removed is logged and skipped: a previous run's leftovers never
+    stop a pool (or a sandbox server) from starting.
+    """
     if not os.path.isdir(root):
         return 0
     removed = 0
     for name in sorted(os.listdir(root)):
         host_dir = os.path.join(root, name)
-        if pool_of(name) != pool_name or not os.path.isdir(host_dir) or owner_alive(host_dir):
+        if name.startswith(".") or pool_of(name) != pool_name:
             continue
-        kill_marked(name + "/")
-        remove_tree(host_dir)
+        try:
+            if not os.path.isdir(host_dir) or owner_alive(host_dir):
+                continue
+            kill_marked(name + "/")
+            unmount_beneath(host_dir)
+            remove_tree(host_dir)
+        except OSError as exc:
+            logger.warning("hermes-sandbox: orphan sweep skipped %s: %s", host_dir, exc)
+            continue
         removed += 1
     return removed

@@ -62,11 +62,22 @@ def bwrap_argv(
     cwd: str,
     allow_network: bool,
     script: str,
+    seccomp_fd: int | None = None,
+    disable_userns: bool = True,
+    tmp_size_bytes: int | None = None,
 ) -> list[str]:
-    """The full command line: new namespaces, read-only system, one writable workspace."""
+    """The full command line: new namespaces, read-only system, one writable workspace.
+
+    ``seccomp_fd``: a descriptor the command inherits holding the BPF filter to load.
+    ``disable_userns``: the sandbox cannot create nested user namespaces. ``tmp_size_bytes``:
+    size of the private ``/tmp`` tmpfs.
+    """
     return [
         binary,
         "--unshare-all",
+        "--unshare-user",
+        *(["--disable-userns"] if disable_userns else []),
+        *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
         *(["--share-net"] if allow_network else []),
         "--die-with-parent",
         "--new-session",
@@ -81,6 +92,7 @@ def bwrap_argv(
         "/proc",
         "--dev",
         "/dev",
+        *(["--size", str(tmp_size_bytes)] if tmp_size_bytes is not None else []),
         "--tmpfs",
         "/tmp",
         "--bind",

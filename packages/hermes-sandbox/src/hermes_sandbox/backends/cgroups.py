@@ -13,12 +13,15 @@ with different roots never touch each other's cgroups.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import time
 import zlib
 
 from hermes_sandbox.backends._host_dirs import pool_of
+
+logger = logging.getLogger(__name__)
 
 CGROUP_FS = "/sys/fs/cgroup"
 _CONTROLLERS = ("pids", "memory")
@@ -151,6 +154,10 @@ def sweep_cgroups(subtree: str, pool_name: str, live_host_ids: set[str]) -> int:
             continue
         for host_id in os.listdir(base):
             if pool_of(host_id) == pool_name and host_id not in live_host_ids:
-                remove_host_cgroups(subtree, host_id)
+                try:
+                    remove_host_cgroups(subtree, host_id)
+                except OSError as exc:  # reported and skipped: never stops a pool's start
+                    logger.warning("hermes-sandbox: cgroup sweep skipped %s: %s", host_id, exc)
+                    continue
                 removed.add(host_id)
     return len(removed)

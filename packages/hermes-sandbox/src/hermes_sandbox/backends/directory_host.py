@@ -5,6 +5,7 @@ Shared by the ``local`` and ``bwrap`` backends; they differ only in how a slot r
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Protocol
@@ -13,7 +14,27 @@ import anyio
 from hermes_protocols import SandboxError, Slot
 
 from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends._removal import remove_tree
+from hermes_sandbox.backends._workspace_fs import unmount_beneath
 from hermes_sandbox.backends.base import HostSpec
+
+logger = logging.getLogger(__name__)
+
+
+def workspace_limit(root: str, disk_bytes: int | None) -> int | None:
+    """``disk_bytes`` when size-limited workspaces can be mounted under ``root``, else ``None``
+    (with a warning saying what is not enforced). Call in a worker thread."""
+    if disk_bytes is None:
+        return None
+    if _host_dirs.can_mount_workspaces(os.path.join(root, f".mount-probe-{os.getpid()}")):
+        return disk_bytes
+    logger.warning(
+        "hermes-sandbox: the per-slot disk limit is NOT enforced on workspaces under %s (this "
+        "process may not mount a tmpfs; run as root for it); only per-file RLIMIT_FSIZE "
+        "and bwrap's size-limited /tmp apply",
+        root,
+    )
+    return None
 
 
 class DirectorySlot(Slot, Protocol):
@@ -38,8 +59,10 @@ class DirectoryHost:
         make_slot: SlotFactory,
         owner_of: Callable[[int], tuple[int, int] | None],
         on_remove: Callable[[], None] | None = None,
+        workspace_bytes: int | None = None,
     ) -> None:
         self._spec = spec
+        self._workspace_bytes = workspace_bytes
         self._dir = os.path.join(root, spec.host_id)
         self._owner_of = owner_of
         self._make_slot = make_slot
@@ -55,9 +78,13 @@ class DirectoryHost:
         make_slot: SlotFactory,
         owner_of: Callable[[int], tuple[int, int] | None],
         on_remove: Callable[[], None] | None = None,
+        workspace_bytes: int | None = None,
     ) -> DirectoryHost:
-        """Create the directories and the slots (the slot factory runs in a worker thread)."""
-        host = cls(spec, root, make_slot, owner_of, on_remove)
+        """Create the directories and the slots (the slot factory runs in a worker thread).
+
+        ``workspace_bytes``: mount a tmpfs of that size on every workspace (needs root).
+        """
+        host = cls(spec, root, make_slot, owner_of, on_remove, workspace_bytes)
         try:
             await anyio.to_thread.run_sync(host._create_dirs, root)
         except BaseException:
@@ -67,12 +94,11 @@ class DirectoryHost:
         return host
 
     def _create_dirs(self, root: str) -> None:
-        os.makedirs(root, mode=0o755, exist_ok=True)
-        os.chmod(root, 0o755)
+        os.makedirs(root, mode=0o700, exist_ok=True)
         os.makedirs(os.path.join(self._dir, "slots"), mode=0o755)
         _host_dirs.write_owner(self._dir)
         for i in range(self._spec.slots):
-            _host_dirs.empty_dir(self.workspace_dir(i), self._owner_of(i))
+            _host_dirs.empty_dir(self.workspace_dir(i), self._owner_of(i), self._workspace_bytes)
             self._slots.append(self._make_slot(self._spec.host_id, i, self.workspace_dir(i)))
 
     @property
@@ -93,7 +119,9 @@ class DirectoryHost:
 
     def _reset(self, index: int) -> None:
         self._slots[index].kill_all()
-        _host_dirs.empty_dir(self.workspace_dir(index), self._owner_of(index))
+        _host_dirs.empty_dir(
+            self.workspace_dir(index), self._owner_of(index), self._workspace_bytes
+        )
 
     async def reset_slot(self, index: int) -> None:
         if self._closed:
@@ -114,7 +142,8 @@ class DirectoryHost:
         _host_dirs.kill_marked(self.host_id + "/")
         if self._on_remove is not None:
             self._on_remove()
-        _host_dirs.remove_tree(self._dir)
+        unmount_beneath(self._dir)
+        remove_tree(self._dir)
 
     async def close(self) -> None:
         self._closed = True

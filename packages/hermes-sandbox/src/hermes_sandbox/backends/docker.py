@@ -28,6 +28,7 @@ from hermes_sandbox.backends._container_exec import (
     resolve_in_workspace,
 )
 from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.file_window import DEFAULT_MAX_READ_BYTES, FileTooLarge
 
 POOL_LABEL = "org.hermes-rl.pool"
 HOST_LABEL = "org.hermes-rl.host"
@@ -36,7 +37,13 @@ _GRACE_S = 15.0
 
 @attrs.frozen(slots=True, kw_only=True)
 class DockerConfig:
-    """Image, limits and CLI settings of the docker backend (the image needs bash+coreutils)."""
+    """Image, limits and CLI settings of the docker backend (the image needs bash+coreutils).
+
+    A reset empties the slot's workspace; state elsewhere in the container (a task image's
+    ``/app``) persists unless ``fresh_container_on_reset`` (one slot per host) replaces the
+    container by a fresh one of the image at every reset. ``max_read_bytes`` caps
+    ``read_file``.
+    """
 
     image: str = "python:3.12-slim"
     allow_network: bool = False
@@ -48,6 +55,8 @@ class DockerConfig:
     extra_run_args: tuple[str, ...] = ()
     max_output_bytes: int = 1 << 20
     cli_timeout_s: float = 300.0
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    fresh_container_on_reset: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not posixpath.isabs(self.workspace_root):
@@ -105,6 +114,9 @@ def _file_error(stderr: bytes, path: str) -> Exception:
     text = stderr.decode(errors="replace").strip()
     if "ESCAPE" in text:
         return WorkspaceEscape(f"{path!r} resolves outside the workspace")
+    if text.startswith("TOO-LARGE "):
+        size, cap = (int(x) for x in text.split()[1:3])
+        return FileTooLarge(path, size, cap)
     if "No such file" in text or "Could not find" in text:
         return FileNotFoundError(f"no such file: {path}")
     if "Is a directory" in text:
@@ -134,6 +146,15 @@ class DockerSlot:
         """``path`` inside the workspace, lexically; ``..`` or outside absolute paths fail."""
         return resolve_in_workspace(self._workspace, path, allow_root=allow_root)
 
+    def _workdir(self, cwd: str | None) -> str:
+        """Relative ``cwd`` stays in the workspace; an absolute one may be anywhere in the
+        container, which is the sandbox (as in bwrap): e.g. a task image's ``/app``."""
+        if cwd is None:
+            return self._workspace
+        if posixpath.isabs(cwd):
+            return posixpath.normpath(cwd)
+        return self.resolve(cwd, allow_root=True)
+
     def _guard(self, full: str) -> str:
         """Shell that fails with ESCAPE when ``full`` resolves (symlinks) outside the workspace."""
         ws = shlex.quote(self._workspace)
@@ -153,7 +174,7 @@ class DockerSlot:
     ) -> ExecResult:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
-        workdir = self.resolve(cwd, allow_root=True) if cwd is not None else self._workspace
+        workdir = self._workdir(cwd)
         args = ["exec", "-i", "-w", workdir]
         for key, value in (env or {}).items():
             args += ["-e", f"{key}={value}"]
@@ -177,7 +198,11 @@ class DockerSlot:
 
     async def read_file(self, path: str) -> bytes:
         full = self.resolve(path)
-        script = self._guard(full) + 'exec cat -- "$r"'
+        cap = self._host.config.max_read_bytes
+        script = self._guard(full) + (
+            f's=$(stat -c %s -- "$r") && if [ "$s" -gt {cap} ]; then '
+            f'echo "TOO-LARGE $s {cap}" >&2; exit 3; fi; exec head -c {cap} -- "$r"'
+        )
         done = await _cli(self._host.config, ["exec", self._host.container, "bash", "-c", script])
         if done.returncode != 0:
             raise _file_error(done.stderr, path)
@@ -241,8 +266,24 @@ class DockerHost:
         await self._sh("mkdir -p " + " ".join(shlex.quote(s.workspace) for s in self._slots))
 
     async def reset_slot(self, index: int) -> None:
+        if self.config.fresh_container_on_reset:
+            await self._recreate()
+            return
         slot = self._slots[index]
         await self._sh(reset_script(slot.workspace, slot.slot_id))
+
+    async def _recreate(self) -> None:
+        """Replace the container by a fresh one of the image (state outside the workspace too,
+        e.g. a task's ``/app``, starts over)."""
+        with anyio.CancelScope(shield=True):
+            await _cli(self.config, ["rm", "-f", self.container], timeout=120)
+        done = await _cli(self.config, run_argv(self.config, self._spec)[1:])
+        if done.returncode != 0:
+            self._closed = True
+            text = done.stderr.decode(errors="replace").strip()
+            raise SandboxError(f"{self.host_id}: recreating the container failed: {text[:300]}")
+        self.container = done.stdout.decode().strip()
+        await self.prepare()
 
     async def healthy(self) -> bool:
         if self._closed:
@@ -271,6 +312,8 @@ class DockerBackend:
         return "docker"
 
     async def start_host(self, spec: HostSpec) -> Host:
+        if self.config.fresh_container_on_reset and spec.slots != 1:
+            raise ConfigError("fresh_container_on_reset needs one slot per host (slots_per_host=1)")
         reason = await docker_available(self.config.docker)
         if reason is not None:
             raise SandboxError(f"docker backend: {reason}")

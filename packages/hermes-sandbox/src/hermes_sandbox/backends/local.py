@@ -1,14 +1,17 @@
 """The ``local`` backend: plain subprocesses in per-slot directories, with NO isolation.
 
 Commands see the whole machine as the user running hermes. Use it only for trusted code or
-where bwrap cannot run; the pool logs a warning when it is chosen.
+where bwrap cannot run; the pool logs a warning when it is chosen. No process outlives its
+command: the process group, an environment marker and, where cgroup v1 ``pids``/``memory``
+are writable, a cgroup per slot (which also catches ``setsid env -i`` children) are killed
+after every command.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import shlex
 from collections.abc import Mapping
 
 import anyio
@@ -18,26 +21,35 @@ from hermes_protocols import ExecResult, WorkspaceEscape
 from hermes_sandbox._paths import resolve_host_path
 from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends._root_dir import default_root_dir, prepare_root
 from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
+from hermes_sandbox.backends._workspace_fs import note_if_full
 from hermes_sandbox.backends.base import Host, HostSpec
-from hermes_sandbox.backends.directory_host import DirectoryHost
+from hermes_sandbox.backends.cgroups import (
+    SlotCgroup,
+    controller_bases,
+    remove_host_cgroups,
+    slot_cgroup,
+    subtree_for,
+    sweep_cgroups,
+)
+from hermes_sandbox.backends.directory_host import DirectoryHost, workspace_limit
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.limits import ResourceLimits
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_ROOT = os.path.join(tempfile.gettempdir(), "hermes-sandbox")
 
 
 @attrs.frozen(slots=True)
 class LocalConfig:
     """Settings of the ``local`` backend.
 
-    ``root_dir``: where host directories live. ``max_output_bytes``: cap of stdout and of
+    ``root_dir``: where host directories live (default: per user, see
+    :func:`default_root_dir`). ``max_output_bytes``: cap of stdout and of
     stderr per command (head + tail kept).
     """
 
-    root_dir: str = os.path.join(DEFAULT_ROOT, "local")
+    root_dir: str = attrs.field(factory=lambda: default_root_dir("local"))
     limits: ResourceLimits = attrs.field(factory=ResourceLimits)
     env: SlotEnv = attrs.field(factory=SlotEnv)
     max_output_bytes: int = 1 << 20
@@ -46,8 +58,16 @@ class LocalConfig:
 class LocalSlot(HostFilesSlot):
     """A workspace directory on the host; commands run there as plain subprocesses."""
 
-    def __init__(self, host_id: str, index: int, directory: str, config: LocalConfig) -> None:
+    def __init__(
+        self,
+        host_id: str,
+        index: int,
+        directory: str,
+        config: LocalConfig,
+        cgroup: SlotCgroup | None = None,
+    ) -> None:
         self._slot_id = f"{host_id}/{index}"
+        self._cgroup = cgroup
         self._marker = f"{self._slot_id}/"
         self._dir = directory
         self._config = config
@@ -81,8 +101,13 @@ class LocalSlot(HostFilesSlot):
     ) -> ExecResult:
         prologue = self._config.limits.ulimit_prologue()
         script = f"{prologue}\n{command}" if prologue else command
-        return await run_command(
-            ["bash", "-c", script],
+        argv = ["bash", "-c", script]
+        if self._cgroup is not None:
+            # Join the slot's cgroups first: setsid/env -i children stay in them (and die).
+            joins = " && ".join(f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files)
+            argv = ["sh", "-c", f'{joins} && exec "$0" "$@"', *argv]
+        result = await run_command(
+            argv,
             timeout=timeout,
             max_output_bytes=self._config.max_output_bytes,
             cwd=self._cwd(cwd),
@@ -91,10 +116,15 @@ class LocalSlot(HostFilesSlot):
             after_kill=self.kill_all,
             running=self._running,
         )
+        if self._cgroup is not None and not self._running:  # no other command of the slot
+            await anyio.to_thread.run_sync(self._cgroup.kill_all)
+        return await note_if_full(result, self._dir, self._config.limits.disk_bytes)
 
     def kill_all(self) -> None:
         for pgid in list(self._running):
             kill_group(pgid)
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
         _host_dirs.kill_marked(self._marker)
 
 
@@ -103,6 +133,10 @@ class LocalBackend:
 
     def __init__(self, config: LocalConfig | None = None) -> None:
         self.config = config or LocalConfig()
+        self._prepare_lock = anyio.Lock()
+        self._workspace_bytes: int | None = None
+        self._prepared = False
+        self._cgroup_subtree = subtree_for(self.config.root_dir)
         logger.warning(
             "hermes-sandbox: the 'local' backend runs commands WITHOUT isolation "
             "(they can read and write anything this user can); use 'bwrap' for untrusted code"
@@ -112,13 +146,52 @@ class LocalBackend:
     def name(self) -> str:
         return "local"
 
+    def _prepare_root(self) -> None:
+        prepare_root(self.config.root_dir, traversable=False)
+        self._workspace_bytes = workspace_limit(self.config.root_dir, self.config.limits.disk_bytes)
+        if not controller_bases(self._cgroup_subtree):
+            logger.warning(
+                "hermes-sandbox: 'local' cannot create cgroups here (cgroup v1 pids/memory not "
+                "writable): a command's processes that leave its process group AND clear their "
+                "environment (setsid env -i ...) can outlive it"
+            )
+
+    async def _prepare(self) -> None:
+        async with self._prepare_lock:
+            if not self._prepared:
+                await anyio.to_thread.run_sync(self._prepare_root)
+                self._prepared = True
+
     async def start_host(self, spec: HostSpec) -> Host:
+        await self._prepare()
         return await DirectoryHost.create(
             spec,
             self.config.root_dir,
-            lambda host_id, i, d: LocalSlot(host_id, i, d, self.config),
+            lambda host_id, i, d: LocalSlot(
+                host_id, i, d, self.config, self._slot_cgroup(host_id, i)
+            ),
             lambda _i: None,
+            on_remove=lambda: remove_host_cgroups(self._cgroup_subtree, spec.host_id),
+            workspace_bytes=self._workspace_bytes,
+        )
+
+    def _slot_cgroup(self, host_id: str, index: int) -> SlotCgroup | None:
+        limits = self.config.limits
+        return slot_cgroup(
+            self._cgroup_subtree,
+            host_id,
+            index,
+            memory_bytes=limits.slot_memory_bytes,
+            max_pids=limits.slot_processes,
+            owner=None,
         )
 
     async def sweep_orphans(self, pool_name: str) -> int:
-        return await anyio.to_thread.run_sync(_host_dirs.sweep, self.config.root_dir, pool_name)
+        await self._prepare()
+        return await anyio.to_thread.run_sync(self._sweep, pool_name)
+
+    def _sweep(self, pool_name: str) -> int:
+        root = self.config.root_dir
+        removed = _host_dirs.sweep(root, pool_name)
+        live = set(os.listdir(root)) if os.path.isdir(root) else set()
+        return max(removed, sweep_cgroups(self._cgroup_subtree, pool_name, live))

@@ -8,13 +8,18 @@ are relative to the workspace root.
 from __future__ import annotations
 
 import difflib
+import errno
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from hermes_protocols import Slot, ToolResult, ToolSchema, WorkspaceEscape
+from hermes_protocols import SandboxError, Slot, ToolResult, ToolSchema, WorkspaceEscape
 
+from hermes_sandbox.file_window import FileTooLarge, TextWindow, WindowedFiles
 from hermes_sandbox.tools._args import bool_arg, int_arg, string_arg
+
+MAX_PATCH_BYTES = 8 << 20
+"""Largest file ``patch`` edits (it holds the file and its edited copy in memory)."""
 
 _PATH = {"type": "string", "description": "File path (relative to the workspace, or absolute)"}
 
@@ -96,27 +101,55 @@ def _error(message: str, **metadata: Any) -> ToolResult:
     )
 
 
-async def _read_text(slot: Slot, path: str) -> str | ToolResult:
-    try:
-        data = await slot.read_file(path)
-    except WorkspaceEscape as exc:
+def _file_error(path: str, exc: BaseException) -> ToolResult:
+    """The error result for a failed file access; names the path the model asked for."""
+    if isinstance(exc, WorkspaceEscape):
         return _error(f"access denied: {exc}")
-    except FileNotFoundError:
+    if isinstance(exc, FileTooLarge):
+        return _error(str(exc))
+    if isinstance(exc, FileNotFoundError):
         return _error(f"file not found: {path}")
-    except IsADirectoryError:
+    if isinstance(exc, IsADirectoryError):
         return _error(f"{path} is a directory, not a file")
-    except PermissionError as exc:
-        return _error(f"permission denied: {path} ({exc})")
+    if isinstance(exc, PermissionError):
+        return _error(f"permission denied: {path}")
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return _error(
+            f"cannot write {path}: the slot's disk limit is reached ({exc.strerror}); "
+            "delete files to free space"
+        )
+    if isinstance(exc, OSError) and exc.strerror:
+        return _error(f"cannot access {path}: {exc.strerror}")
+    return _error(f"cannot access {path}: {exc}")
+
+
+async def _read_text(slot: Slot, path: str, max_bytes: int) -> str | ToolResult:
+    try:
+        if isinstance(slot, WindowedFiles):
+            data = await slot.read_capped(path, max_bytes)
+        else:
+            data = await slot.read_file(path)
+    except (OSError, SandboxError) as exc:
+        return _file_error(path, exc)
+    if len(data) > max_bytes:
+        return _file_error(path, FileTooLarge(path, len(data), max_bytes))
     if b"\x00" in data[:8192]:
         return _error(f"{path} looks like a binary file; use the terminal to inspect it")
     return data.decode("utf-8", "replace")
 
 
+def _window_from_text(text: str, offset: int, limit: int) -> TextWindow:
+    lines = text.splitlines()
+    chosen = tuple(lines[offset - 1 : offset - 1 + limit])
+    return TextWindow(offset, chosen, len(lines), len(text))
+
+
 class ReadFileTool:
     """Returns lines ``offset``..``offset+limit-1`` as ``N|text`` with a paging notice."""
 
-    def __init__(self, *, max_line_chars: int = 2000) -> None:
+    def __init__(self, *, max_line_chars: int = 2000, max_bytes: int = 8 << 20) -> None:
         self.max_line_chars = max_line_chars
+        self.max_bytes = max_bytes
 
     @property
     def schema(self) -> ToolSchema:
@@ -126,14 +159,15 @@ class ReadFileTool:
         path = string_arg(arguments, "path")
         offset = int_arg(arguments, "offset", default=1, minimum=1)
         limit = int_arg(arguments, "limit", default=500, minimum=1, maximum=2000)
-        text = await _read_text(slot, path)
-        if isinstance(text, ToolResult):
-            return text
-        lines = text.splitlines()
-        total = len(lines)
-        if total and offset > total:
+        window = await self._window(slot, path, offset, limit)
+        if isinstance(window, ToolResult):
+            return window
+        if window.binary:
+            return _error(f"{path} looks like a binary file; use the terminal to inspect it")
+        chosen = window.lines
+        total = window.total_lines
+        if not chosen and total:
             return _error(f"offset {offset} is past the end of {path} ({total} lines)")
-        chosen = lines[offset - 1 : offset - 1 + limit]
         width = len(str(offset + len(chosen)))
         rendered = [
             f"{n:>{width}}|{line[: self.max_line_chars]}"
@@ -141,7 +175,10 @@ class ReadFileTool:
         ]
         body = "\n".join(rendered)
         last = offset + len(chosen) - 1
-        if last < total:
+        if total is None:
+            body += f"\n\n[showing lines {offset}-{last} of a {window.size} byte file; "
+            body += f"use offset={last + 1} to read more]"
+        elif last < total:
             body += (
                 f"\n\n[showing lines {offset}-{last} of {total}; "
                 f"use offset={last + 1} to read more]"
@@ -150,6 +187,19 @@ class ReadFileTool:
             content=body,
             metadata={"path": path, "total_lines": total, "offset": offset, "lines": len(chosen)},
         )
+
+    async def _window(
+        self, slot: Slot, path: str, offset: int, limit: int
+    ) -> TextWindow | ToolResult:
+        if not isinstance(slot, WindowedFiles):  # backends without ranged reads: capped read
+            text = await _read_text(slot, path, self.max_bytes)
+            if isinstance(text, ToolResult):
+                return text
+            return _window_from_text(text, offset, limit)
+        try:
+            return await slot.read_window(path, offset, limit, self.max_line_chars * 4)
+        except (OSError, SandboxError) as exc:
+            return _file_error(path, exc)
 
 
 class WriteFileTool:
@@ -164,12 +214,8 @@ class WriteFileTool:
         data = string_arg(arguments, "content").encode("utf-8")
         try:
             await slot.write_file(path, data)
-        except WorkspaceEscape as exc:
-            return _error(f"access denied: {exc}")
-        except IsADirectoryError:
-            return _error(f"{path} is a directory")
-        except (PermissionError, NotADirectoryError) as exc:
-            return _error(f"cannot write {path}: {exc}")
+        except (OSError, SandboxError) as exc:
+            return _file_error(path, exc)
         return ToolResult(
             content=json.dumps({"path": path, "bytes_written": len(data)}),
             metadata={"path": path, "bytes_written": len(data)},
@@ -193,7 +239,7 @@ class PatchTool:
         replace_all = bool_arg(arguments, "replace_all", default=False)
         if not old:
             return _error("old_string must not be empty")
-        text = await _read_text(slot, path)
+        text = await _read_text(slot, path, MAX_PATCH_BYTES)
         if isinstance(text, ToolResult):
             return text
         count = text.count(old)
@@ -207,8 +253,8 @@ class PatchTool:
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         try:
             await slot.write_file(path, updated.encode("utf-8"))
-        except (WorkspaceEscape, PermissionError) as exc:
-            return _error(f"cannot write {path}: {exc}")
+        except (OSError, SandboxError) as exc:
+            return _file_error(path, exc)
         diff = "".join(
             difflib.unified_diff(
                 text.splitlines(keepends=True),

@@ -1,0 +1,93 @@
+"""Issue 15 findings 3 and 5, from inside a bwrap slot: seccomp, no nested user namespaces,
+and a per-slot disk limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SlotPool
+from hermes_sandbox.tools import WriteFileTool
+
+pytestmark = pytest.mark.anyio
+
+# x86-64 numbers: bpf, keyctl, init_module, kexec_load, perf_event_open, mount.
+_SYSCALLS = {"bpf": 321, "keyctl": 250, "init_module": 175, "kexec_load": 246, "mount": 165}
+_CALL = (
+    'python3 -c "import ctypes,sys; libc=ctypes.CDLL(None, use_errno=True); '
+    'r=libc.syscall(int(sys.argv[1]),0,0,0,0,0); print(r, ctypes.get_errno())" '
+)
+
+
+def _config(root: Path, **fields: object) -> BwrapConfig:
+    return BwrapConfig(root_dir=str(root / "bwrap"), **fields)  # type: ignore[arg-type]
+
+
+async def _run(config: BwrapConfig, *commands: str) -> list[tuple[int, str, str]]:
+    out = []
+    async with SlotPool(BwrapBackend(config), PoolConfig(name="hard", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        for command in commands:
+            result = await slot.exec(command, timeout=60)
+            out.append((result.exit_code, result.stdout.strip(), result.stderr.strip()))
+        await pool.release(slot)
+    return out
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86-64")
+async def test_seccomp_blocks_what_agents_never_need(sandbox_root: Path) -> None:
+    commands = [_CALL + str(number) for number in _SYSCALLS.values()]
+    commands.append("grep -E '^Seccomp:' /proc/self/status")
+    filtered = await _run(_config(sandbox_root), *commands)
+    for (code, out, err), name in zip(filtered, _SYSCALLS, strict=False):
+        assert code == 0, err
+        assert out == "-1 1", f"{name} was not refused with EPERM: {out}"
+    assert filtered[-1][1].split() == ["Seccomp:", "2"]
+    # Without the filter the same calls reach the kernel (and fail differently, or not at all).
+    plain = await _run(_config(sandbox_root, seccomp=False), _CALL + str(_SYSCALLS["bpf"]))
+    assert plain[0][1] != "-1 1"
+    shutil.rmtree(sandbox_root / "bwrap")
+
+
+async def test_nested_user_namespaces_are_disabled(sandbox_root: Path) -> None:
+    (code, out, err), (_, ok, _) = await _run(
+        _config(sandbox_root), "unshare -Ur id -u", "echo still-fine"
+    )
+    assert code != 0
+    assert out != "0"
+    assert "unshare failed" in err
+    assert ok == "still-fine"
+    ((code, out, _),) = await _run(_config(sandbox_root, disable_userns=False), "unshare -Ur id -u")
+    assert (code, out) == (0, "0")  # what the issue reproduced, now opt-in only
+    shutil.rmtree(sandbox_root / "bwrap")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="size-limited workspaces are mounted as root only")
+async def test_disk_limit_stops_a_slot_with_a_clear_error(sandbox_root: Path) -> None:
+    limits = ResourceLimits(disk_bytes=64 << 20)
+    config = _config(sandbox_root, limits=limits)
+    async with SlotPool(BwrapBackend(config), PoolConfig(name="disk", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        big = await slot.exec("dd if=/dev/zero of=big bs=1M count=200 status=none", timeout=60)
+        assert big.exit_code != 0
+        assert "No space left on device" in big.stderr
+        assert "disk limit (0.1 GiB for the workspace" in big.stderr
+        used = await slot.exec("du -sm big | cut -f1", timeout=30)
+        assert int(used.stdout) <= 64
+        tmp = await slot.exec("dd if=/dev/zero of=/tmp/big bs=1M count=200 status=none", timeout=60)
+        assert tmp.exit_code != 0
+        assert "No space left on device" in tmp.stderr
+        written = await WriteFileTool()(slot, {"path": "more.txt", "content": "x" * (1 << 20)})
+        assert written.is_error
+        assert "disk limit is reached" in json.loads(written.content)["error"]
+        await pool.release(slot)  # the reset gives a fresh, empty, equally limited workspace
+        again = await pool.acquire("t")
+        fresh = await again.exec("ls -A | wc -l; df -m . | tail -1", timeout=30)
+        count, df_line = fresh.stdout.splitlines()
+        assert count == "0"
+        assert df_line.split()[1] == "64"
+        await pool.release(again)
+    shutil.rmtree(sandbox_root / "bwrap")
