@@ -13,7 +13,7 @@ set -uo pipefail
 SUITE=bookworm
 VARIANT=minbase
 IMAGE="hermes-sandbox-base:${SUITE}-${VARIANT}"
-MIRROR=http://deb.debian.org/debian
+
 CACHE="${HOME}/.cache/hermes-rl/debootstrap-${SUITE}-${VARIANT}"
 TARBALL="${CACHE}/rootfs.tar"
 LOG="${CACHE}/dockerd.log"
@@ -55,7 +55,7 @@ if [ ! -s "$TARBALL" ]; then
     say "debootstrap --variant=$VARIANT $SUITE (about a minute), cached in $TARBALL"
     ROOTFS="$(mktemp -d /var/tmp/hermes-debootstrap.XXXXXX)"
     trap 'rm -rf "$ROOTFS"' EXIT
-    nice -n 10 debootstrap --variant="$VARIANT" "$SUITE" "$ROOTFS" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 \
+    nice -n 10 debootstrap --variant="$VARIANT" "$SUITE" "$ROOTFS" >"$CACHE/debootstrap.log" 2>&1 \
         || skip "debootstrap failed: $(tail -n 3 "$CACHE/debootstrap.log" | tr '\n' ' ')"
     rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
     tar -C "$ROOTFS" -cf "$TARBALL.partial" . && mv "$TARBALL.partial" "$TARBALL" \
