@@ -128,7 +128,12 @@ class _BackendDownAgent:
         self.calls = 0
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         self.calls += 1
         return AgentResult(
@@ -218,7 +223,12 @@ async def test_run_items_streams_with_bounded_concurrency(make_pool: Any, toolse
 
     class CountingAgent:
         async def run(
-            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSchema],
+            executor: Any,
+            seed: int | None = None,
         ) -> AgentResult:
             nonlocal in_flight, peak
             in_flight += 1
@@ -253,7 +263,12 @@ async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) 
 
     class SlowAgent:
         async def run(
-            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSchema],
+            executor: Any,
+            seed: int | None = None,
         ) -> AgentResult:
             started.set()
             await executor("terminal", {"command": "sleep 30"})
@@ -301,7 +316,12 @@ async def test_model_caused_sandbox_errors_are_not_infrastructure(command: str, 
 
     class OneCall:
         async def run(
-            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSchema],
+            executor: Any,
+            seed: int | None = None,
         ) -> AgentResult:
             with contextlib.suppress(Exception):
                 await executor("terminal", {"command": command})

@@ -227,9 +227,16 @@ class RolloutRunner:
         return RunSummary(mean_reward=mean, **counts)
 
     async def run_rollout(
-        self, item: Item, toolsets: Sequence[Toolset], *, group_index: int = 0
+        self,
+        item: Item,
+        toolsets: Sequence[Toolset],
+        *,
+        group_index: int = 0,
+        seed: int | None = None,
     ) -> ScoredRollout:
-        """One rollout with infrastructure retries; never raises for infrastructure failures."""
+        """One rollout with infrastructure retries; never raises for infrastructure failures.
+
+        ``seed`` is the rollout's sampling seed (``None``: the agent's own)."""
         rollout_id = f"{self.env.name}/{item.id}/{group_index}"
         last: _InfraFailure | None = None
         attempts = 0
@@ -237,7 +244,7 @@ class RolloutRunner:
             attempts = attempt
             try:
                 result, score, timings, workspace = await self._attempt(
-                    item, toolsets, f"{rollout_id}#{attempt}"
+                    item, toolsets, f"{rollout_id}#{attempt}", seed
                 )
             except _InfraFailure as failure:
                 last = failure
@@ -284,7 +291,7 @@ class RolloutRunner:
         )
 
     async def _attempt(
-        self, item: Item, toolsets: Sequence[Toolset], trajectory_id: str
+        self, item: Item, toolsets: Sequence[Toolset], trajectory_id: str, seed: int | None
     ) -> _Attempt:
         cfg = self.config
         timings: dict[str, float] = {}
@@ -295,7 +302,7 @@ class RolloutRunner:
             raise _InfraFailure("acquire", _describe(exc)) from exc
         timings["acquire_s"] = time.perf_counter() - start
         try:
-            return await self._on_slot(item, toolsets, slot, timings)
+            return await self._on_slot(item, toolsets, slot, timings, seed)
         finally:
             released = time.perf_counter()
             with anyio.move_on_after(cfg.release_timeout, shield=True) as scope:
@@ -308,15 +315,25 @@ class RolloutRunner:
             timings["release_s"] = time.perf_counter() - released
 
     async def _on_slot(
-        self, item: Item, toolsets: Sequence[Toolset], slot: Slot, timings: dict[str, float]
+        self,
+        item: Item,
+        toolsets: Sequence[Toolset],
+        slot: Slot,
+        timings: dict[str, float],
+        seed: int | None,
     ) -> _Attempt:
         with anyio.CancelScope() as scope:
             clock = _PhaseClock(scope, timings)
-            return await self._phases(item, toolsets, slot, clock)
+            return await self._phases(item, toolsets, slot, clock, seed)
         raise _InfraFailure(clock.name, _describe(PhaseTimeout(clock.name, clock.timeout)))
 
     async def _phases(
-        self, item: Item, toolsets: Sequence[Toolset], slot: Slot, clock: _PhaseClock
+        self,
+        item: Item,
+        toolsets: Sequence[Toolset],
+        slot: Slot,
+        clock: _PhaseClock,
+        seed: int | None,
     ) -> _Attempt:
         cfg = self.config
         metadata = await clock.run("setup", cfg.setup_timeout, self.env.setup_workspace(item, slot))
@@ -328,6 +345,7 @@ class RolloutRunner:
                 self.env.prompt(item),
                 tools=[t.schema for t in executor.tools],
                 executor=executor,
+                seed=seed,
             ),
         )
         if executor.sandbox_errors:

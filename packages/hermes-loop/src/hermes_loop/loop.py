@@ -41,6 +41,7 @@ class _Rollout:
     """Mutable state of one rollout, so a partial result survives any stop."""
 
     messages: list[Message]
+    sampling: SamplingParams
     session: Session | None = None
     turns: int = 0
     stop: StopReason | None = None
@@ -83,14 +84,18 @@ class AgentLoop:
         tools: Sequence[ToolSchema],
         executor: ToolExecutor,
         cancel: anyio.Event | None = None,
+        seed: int | None = None,
     ) -> AgentResult:
         """Run one rollout to a stop reason and return everything it produced.
+
+        ``seed`` replaces the sampling seed of this rollout (``None``: the loop's own).
 
         Setting ``cancel`` ends the rollout promptly with ``cancelled`` and the partial result.
         Cancelling the calling task (anyio cancel scope) propagates as usual, leaving no task
         behind.
         """
-        state = _Rollout(messages=list(messages))
+        sampling = self.sampling if seed is None else attrs.evolve(self.sampling, seed=seed)
+        state = _Rollout(messages=list(messages), sampling=sampling)
         limit = self.limits.rollout_timeout_s
         deadline = anyio.current_time() + limit if limit is not None else math.inf
         with anyio.CancelScope(deadline=deadline) as scope:
@@ -127,7 +132,7 @@ class AgentLoop:
     ) -> None:
         limits = self.limits
         try:
-            session = self.model.open(state.messages, tools, self.sampling)
+            session = self.model.open(state.messages, tools, state.sampling)
             await session.start()
         except Exception as exc:
             state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"

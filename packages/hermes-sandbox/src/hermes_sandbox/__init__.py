@@ -1,6 +1,6 @@
 """hermes-sandbox: a leak-proof slot pool over sandbox backends, and the agent's tools.
 
-``SlotPool`` hands out slots of hosts started by a backend (``BwrapBackend`` is the default
+``SandboxPool`` hands out slots of hosts started by a backend (``BwrapBackend`` is the default
 and isolates every command; ``LocalBackend`` does not isolate). Tools (``terminal``,
 ``read_file``, ``write_file``, ``patch``, ``search_files``) run against a slot.
 
@@ -22,7 +22,7 @@ from hermes_sandbox.backends.directory_host import DirectoryHost
 from hermes_sandbox.backends.local import LocalBackend, LocalConfig, LocalSlot
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.limits import ResourceLimits
-from hermes_sandbox.pool import PoolConfig, SlotPool
+from hermes_sandbox.pool import PoolConfig, SandboxPool
 from hermes_sandbox.tools import (
     NamedToolset,
     PatchTool,
@@ -120,10 +120,10 @@ __all__ = [
     "RemoteSlot",
     "RemoteTimeouts",
     "ResourceLimits",
+    "SandboxPool",
     "SearchFilesTool",
     "ServerConfig",
     "SlotEnv",
-    "SlotPool",
     "SlotToolExecutor",
     "TerminalTool",
     "WriteFileTool",
