@@ -235,11 +235,15 @@ def _remove_empty(paths: Sequence[Path]) -> None:
 
 
 def _user_error(command: str, env: HermesAtroposEnvConfig, error: BaseException) -> BaseException:
-    """The error to report for a failed run: an unreachable run-api says where it looked."""
-    if command == "serve" and isinstance(error, OSError):
+    """The error to report for a failed run: an unreachable run-api (a connection error, maybe
+    the cause of atroposlib's retry error) says where it looked."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__
+    if command == "serve" and cause is not None:
         return RunApiUnreachable(
             f"cannot reach the Atropos run-api at {env.rollout_server_url} "
-            f"({type(error).__name__}: {error}); start it (`run-api --host 127.0.0.1 --port "
+            f"({type(cause).__name__}: {cause}); start it (`run-api --host 127.0.0.1 --port "
             "8000`) or point --env.rollout_server_url at it"
         )
     return error
