@@ -29,6 +29,7 @@ from hermes_protocols import (
     ScoredRollout,
     StopReason,
     ToolExecutor,
+    ToolResult,
     ToolSchema,
 )
 from hypothesis import given
@@ -344,5 +345,36 @@ async def test_model_caused_sandbox_errors_are_not_infrastructure(command: str, 
         with pytest.raises((WorkspaceEscape, SandboxTimeout)):
             await executor("terminal", {"command": command})
         assert executor.sandbox_errors == []
+    finally:
+        await pool.release(slot)
+
+
+async def test_the_executor_reports_unknown_tools_to_the_model_and_lets_bugs_raise(
+    pool: Any, toolsets: Any
+) -> None:
+    from hermes_envs import SlotToolExecutor
+
+    class Buggy:
+        name = "buggy"
+
+        class _Tool:
+            schema = ToolSchema(name="buggy", description="raises", parameters={"type": "object"})
+
+            async def __call__(self, slot: Any, arguments: Any) -> ToolResult:
+                raise KeyError("a bug")
+
+        tools = (_Tool(),)
+
+    slot = await pool.acquire("executor")
+    try:
+        executor = SlotToolExecutor([*toolsets, Buggy()], slot)
+        unknown = await executor("browser", {})
+        assert unknown.is_error
+        assert "unknown tool 'browser'" in unknown.content
+        assert "terminal" in unknown.content
+        ran = await executor("terminal", {"command": "echo hi"})
+        assert not ran.is_error
+        with pytest.raises(KeyError, match="a bug"):
+            await executor("buggy", {})
     finally:
         await pool.release(slot)

@@ -12,6 +12,7 @@ import attrs
 from hermes_protocols import (
     AgentResult,
     BackendTimeout,
+    HermesError,
     Message,
     SamplingParams,
     StopReason,
@@ -134,7 +135,7 @@ class AgentLoop:
         try:
             session = self.model.open(state.messages, tools, state.sampling)
             await session.start()
-        except Exception as exc:
+        except HermesError as exc:  # a backend's failure; anything else is a bug and raises
             state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
             return
         state.session = session
@@ -162,7 +163,7 @@ class AgentLoop:
                     out = await session.generate(turn, max_tokens)
                 else:
                     out = await _generate_within(session, turn, max_tokens, gen_timeout)
-            except Exception as exc:
+            except HermesError as exc:  # a backend's failure; anything else is a bug and raises
                 state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
                 return
             generated = time.perf_counter()
@@ -213,7 +214,7 @@ class AgentLoop:
             state.messages.extend(tool_messages)
             try:
                 await session.add_tool_messages(tool_messages)
-            except Exception as exc:  # e.g. a template that cannot be bridged token-exactly
+            except HermesError as exc:  # e.g. a template that cannot be bridged token-exactly
                 state.stop = StopReason.BACKEND_ERROR
                 state.error = f"cannot append tool results: {type(exc).__name__}: {exc}"
                 return
