@@ -30,8 +30,10 @@ from hermes_protocols import (
     Slot,
     SlotPool,
     StopReason,
+    ToolSchema,
     Toolset,
 )
+from hermes_protocols.convert import tools_to_openai
 
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.errors import PhaseTimeout
@@ -86,6 +88,15 @@ class _InfraFailure(Exception):
         super().__init__(f"{phase}: {message}")
         self.phase = phase
         self.message = message
+
+
+def _schemas(toolsets: Sequence[Toolset]) -> list[ToolSchema]:
+    """The schemas of ``toolsets`` in order, the first of each name (as the executor binds)."""
+    seen: dict[str, ToolSchema] = {}
+    for toolset in toolsets:
+        for tool in toolset.tools:
+            seen.setdefault(tool.schema.name, tool.schema)
+    return list(seen.values())
 
 
 def _describe(exc: BaseException) -> str:
@@ -238,6 +249,10 @@ class RolloutRunner:
 
         ``seed`` is the rollout's sampling seed (``None``: the agent's own)."""
         rollout_id = f"{self.env.name}/{item.id}/{group_index}"
+        shown = {  # what the model is told: the tools of its toolsets, as OpenAI schemas
+            "toolsets": [t.name for t in toolsets],
+            "tools": tools_to_openai(_schemas(toolsets)),
+        }
         last: _InfraFailure | None = None
         attempts = 0
         for attempt in range(1, self.config.max_attempts + 1):
@@ -267,11 +282,7 @@ class RolloutRunner:
                 result=result,
                 score=score,
                 timings=timings,
-                metadata={
-                    "toolsets": [t.name for t in toolsets],
-                    "attempts": attempt,
-                    "workspace": workspace,
-                },
+                metadata={**shown, "attempts": attempt, "workspace": workspace},
             )
         assert last is not None
         return ScoredRollout(
@@ -287,7 +298,7 @@ class RolloutRunner:
                 message=last.message,
                 attempts=attempts,
             ),
-            metadata={"toolsets": [t.name for t in toolsets], "attempts": attempts},
+            metadata={**shown, "attempts": attempts},
         )
 
     async def _attempt(

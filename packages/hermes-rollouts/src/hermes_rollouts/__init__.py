@@ -15,6 +15,7 @@ from hermes_rollouts.environment import (
     default_toolsets,
 )
 from hermes_rollouts.preflight import PreflightError
+from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
 from hermes_rollouts.session import (
     RolloutSession,
     derive_seed,
@@ -52,15 +53,19 @@ __all__ = [
     "SamplingSpec",
     "ToolsetSpec",
     "build_environment",
+    "conversations",
     "default_prefill",
     "default_toolsets",
     "derive_seed",
     "environment_names",
     "get_parser",
     "load_dataset",
+    "model_view",
     "open_session",
     "parser_names",
     "root_error",
     "spec_problems",
+    "system_prompt",
+    "tool_stats",
     "validate",
 ]
