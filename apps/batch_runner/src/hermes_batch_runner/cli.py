@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--resume", action="store_true", help="continue the run in --output (or the latest)"
     )
+    out.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="resume and run again the rollouts that failed for infrastructure reasons, even "
+        "when the run is finished (--resume does so for an unfinished run)",
+    )
     out.add_argument("--config", metavar="FILE", help="options from YAML/TOML (CLI wins)")
     out.add_argument("--concurrency", type=int, metavar="N", help="rollouts in flight (4)")
     out.add_argument(
@@ -162,6 +168,7 @@ class Resolved:
     resume: bool
     credentials: Credentials
     skipped: tuple[str, ...] = ()
+    retry_failed: bool = False
 
 
 def resolve(args: dict[str, Any]) -> Resolved:
@@ -169,7 +176,8 @@ def resolve(args: dict[str, Any]) -> Resolved:
     credentials = Credentials.from_environ(
         os.environ, api_key=args.pop("api_key", None), sandbox_token=args.pop("sandbox_token", None)
     )
-    resume = bool(args.pop("resume", False))
+    retry_failed = bool(args.pop("retry_failed", False))
+    resume = bool(args.pop("resume", False)) or retry_failed
     explicit: dict[str, Any] = {}
     if "config" in args:
         explicit.update(load_config_file(args.pop("config")))
@@ -197,7 +205,7 @@ def resolve(args: dict[str, Any]) -> Resolved:
         loaded = load_dataset(config.dataset, skip_bad_lines=config.on_bad_line == "skip")
         skipped = tuple(f"line {b.lineno}: {b.reason}" for b in loaded.bad_lines)
     paths = prepare_run_dir(root, resume=resume)
-    return Resolved(config, paths, resume, credentials, skipped)
+    return Resolved(config, paths, resume, credentials, skipped, retry_failed)
 
 
 def check_spec(config: RunConfig, credentials: Credentials) -> None:
@@ -280,6 +288,7 @@ def main(argv: Sequence[str] | None = None, *, wiring: Wiring | None = None) -> 
                 wiring=chosen,
                 console=console,
                 argv=arguments,
+                retry_failed=resolved.retry_failed,
             )
         )
     except KeyboardInterrupt:
