@@ -18,17 +18,14 @@ from hermes_loop import ModelSpec
 from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_protocols import Item, Message, ScoredRollout, TokenTrace
-from hermes_rollouts import (
+from hermes_rollouts import Credentials, RolloutSession, open_session, spec_problems
+from hermes_rollouts.spec import (
     AgentBudgets,
-    Credentials,
     EnvironmentSpec,
     PoolSpec,
-    RolloutSession,
     RolloutSpec,
     SamplingSpec,
     ToolsetSpec,
-    open_session,
-    spec_problems,
 )
 from hermes_sandbox.factory import DEFAULT_NOMAD_JOB_PREFIX, SandboxSpec
 
