@@ -13,6 +13,7 @@ PACKAGES = [
     "packages/hermes-loop/src",
     "packages/hermes-sandbox/src",
     "packages/hermes-envs/src",
+    "packages/hermes-rollouts/src",
     "apps/atropos_env/src",
     "apps/batch_runner/src",
     "packages/hermes-report/src",

@@ -30,12 +30,12 @@ import anyio
 from hermes_batch_runner.app import run_batch
 from hermes_batch_runner.components import Components
 from hermes_batch_runner.config import RunConfig, config_from_options
-from hermes_batch_runner.credentials import Credentials
 from hermes_batch_runner.jsonl_log import read_records
 from hermes_batch_runner.run_dir import prepare_run_dir
-from hermes_batch_runner.wiring import RunnerComponents, real_components
+from hermes_batch_runner.wiring import SessionComponents, real_components
 from hermes_loop.embedded import EmbeddedTokenBackend, LlamaRuntime, token_logprob
 from hermes_protocols import Item, ScoredRollout
+from hermes_rollouts import Credentials
 from rich.console import Console
 
 from benchmarks.report import write_section
@@ -48,7 +48,7 @@ COMMAND = "uv run --frozen --no-sync python -m benchmarks batch_runner"
 class ItemSubset:
     """The same components restricted to some items (one repetition's share)."""
 
-    def __init__(self, inner: RunnerComponents, items: Sequence[Item]) -> None:
+    def __init__(self, inner: SessionComponents, items: Sequence[Item]) -> None:
         self._inner = inner
         self.items = tuple(items)
         self.env_name = inner.env_name
@@ -128,7 +128,7 @@ async def _bench() -> str:
     outside: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         async with real_components(config, credentials=Credentials()) as full:
-            backend = full.model_parts.model.backend
+            backend = full.session.model.model.backend
             assert isinstance(backend, EmbeddedTokenBackend)
             for rep in range(REPS):
                 items = full.items[rep * ITEMS_PER_REP : (rep + 1) * ITEMS_PER_REP]

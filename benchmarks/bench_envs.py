@@ -34,7 +34,7 @@ from hermes_protocols import (
     ToolExecutor,
     ToolSchema,
 )
-from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SlotPool
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
 from hermes_sandbox.tools import default_toolsets
 
 from benchmarks.report import write_section
@@ -107,7 +107,12 @@ class _NoopEnv:
 
 class _InstantAgent:
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         return AgentResult(messages=messages, stop_reason=StopReason.FINAL_ANSWER, turns=1)
 
@@ -160,7 +165,12 @@ class _OracleAgent:
         self.scripts = scripts
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         await executor("terminal", {"command": self.scripts[str(messages[-1].content)]})
         return AgentResult(messages=messages, stop_reason=StopReason.FINAL_ANSWER, turns=1)
@@ -171,7 +181,7 @@ async def _bwrap_rollouts(root: Path) -> list[ScoredRollout]:
     items = list(itertools.islice(env.items(seed=0), 56))
     out: list[ScoredRollout] = []
     backend = BwrapBackend(BwrapConfig(root_dir=str(root)))
-    async with SlotPool(
+    async with SandboxPool(
         backend, PoolConfig(name="benchenvs", slots_per_host=4, max_hosts=1)
     ) as pool:
         for item in items:  # one runner per item: the oracle is item-specific

@@ -33,8 +33,8 @@ from hermes_sandbox import (
     PoolConfig,
     RemoteBackend,
     RemoteConfig,
+    SandboxPool,
     ServerConfig,
-    SlotPool,
     TerminalTool,
     running_server,
 )
@@ -138,7 +138,7 @@ async def _latency(root: Path) -> tuple[dict[str, list[float]], str]:
             )
         slots: dict[str, Slot] = {}
         for name, backend in backends.items():
-            pool = SlotPool(backend, PoolConfig(name=f"bench-lat-{len(slots)}"))
+            pool = SandboxPool(backend, PoolConfig(name=f"bench-lat-{len(slots)}"))
             await stack.enter_async_context(pool)
             slots[name] = await pool.acquire("lat")
         calls: dict[str, Callable[[], Awaitable[object]]] = {"raw `bash -c true`": _raw}
@@ -157,7 +157,7 @@ async def _latency(root: Path) -> tuple[dict[str, list[float]], str]:
 
 
 async def _cycles(backend: HostBackend, name: str, reset: bool) -> float:
-    async with SlotPool(backend, PoolConfig(name=name, slots_per_host=1, min_hosts=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name=name, slots_per_host=1, min_hosts=1)) as pool:
         started = time.perf_counter()
         for i in range(CYCLES):
             slot = await pool.acquire(f"c{i}")
@@ -171,7 +171,7 @@ async def _throughput(backend: HostBackend | None, name: str) -> float:
         for j in range(COMMANDS_PER_SLOT):
             await anyio.run_process(["bash", "-c", f"echo {j}"])
 
-    async def worker(pool: SlotPool, i: int) -> None:
+    async def worker(pool: SandboxPool, i: int) -> None:
         slot = await pool.acquire(f"t{i}")
         for j in range(COMMANDS_PER_SLOT):
             result = await slot.exec(f"echo {j}", timeout=120)
@@ -185,7 +185,7 @@ async def _throughput(backend: HostBackend | None, name: str) -> float:
                 tg.start_soon(raw_worker)
     else:
         config = PoolConfig(name=name, slots_per_host=25, max_hosts=SLOTS // 25)
-        async with SlotPool(backend, config) as pool, anyio.create_task_group() as tg:
+        async with SandboxPool(backend, config) as pool, anyio.create_task_group() as tg:
             for i in range(SLOTS):
                 tg.start_soon(worker, pool, i)
     return SLOTS * COMMANDS_PER_SLOT / (time.perf_counter() - started)

@@ -117,7 +117,8 @@ async def test_phase1_process_marks_retokenized_groups(tmp_path: Path) -> None:
         assert len(tool_results) == 1
         assert "hi-from-bwrap" in tool_results[0]
         assert messages[-1]["content"] == "Listed the files."
-    bodies = [json.loads(line) for line in requests.read_text().splitlines()]
+    preflight, *bodies = [json.loads(line) for line in requests.read_text().splitlines()]
+    assert preflight["max_tokens"] == 1  # the start-up check: the model answers before rollouts
     assert len(bodies) == 4
     assert all(b["provider"] == {"order": ["local"]} for b in bodies)
     assert all([t["function"]["name"] for t in b["tools"]] == ["terminal"] for b in bodies)

@@ -1,4 +1,5 @@
-"""The dependency rule: packages meet only through hermes_protocols (import-linter contracts).
+"""The dependency rule: packages meet only through hermes_protocols, and none of them imports
+the assembly layer hermes_rollouts (import-linter contracts).
 
 The contracts live in the root pyproject.toml; this test runs them on the real tree and on a
 copy with one violating module, to show the check can fail.
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["protocols", "parsers", "loop", "sandbox", "envs", "report"]
+PACKAGES = ["protocols", "parsers", "loop", "sandbox", "envs", "report", "rollouts"]
 
 
 def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
@@ -48,11 +49,12 @@ def _copy_sources(tmp_path: Path) -> Path:
 def test_real_tree_keeps_the_rule(tmp_path: Path) -> None:
     result = _lint_imports(_copy_sources(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 2 kept, 0 broken." in result.stdout
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
 
 
 @pytest.mark.parametrize(
-    ("importer", "imported"), [("loop", "parsers"), ("protocols", "envs"), ("report", "loop")]
+    ("importer", "imported"),
+    [("loop", "parsers"), ("protocols", "envs"), ("report", "loop"), ("envs", "rollouts")],
 )
 def test_a_sibling_import_breaks_the_check(tmp_path: Path, importer: str, imported: str) -> None:
     src_root = _copy_sources(tmp_path)

@@ -39,7 +39,7 @@ from hermes_protocols import (
     ToolExecutor,
     ToolSchema,
 )
-from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SlotPool
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
 from hermes_sandbox.tools import default_toolsets
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -60,9 +60,9 @@ def scratch() -> Any:
 
 
 @pytest.fixture
-async def pool(scratch: Path) -> AsyncIterator[SlotPool]:
+async def pool(scratch: Path) -> AsyncIterator[SandboxPool]:
     backend = BwrapBackend(BwrapConfig(root_dir=str(scratch / "hosts")))
-    async with SlotPool(backend, PoolConfig(name="envs", slots_per_host=4, max_hosts=1)) as p:
+    async with SandboxPool(backend, PoolConfig(name="envs", slots_per_host=4, max_hosts=1)) as p:
         yield p
 
 
@@ -74,7 +74,12 @@ class OracleAgent:
         self.output = ""
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         arguments = {"command": self.script, "timeout": 300}
         result = await executor("terminal", arguments)
@@ -94,7 +99,12 @@ class OracleAgent:
 
 class IdleAgent:
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         return AgentResult(
             messages=[*messages, Message.assistant("nothing")],
@@ -103,7 +113,7 @@ class IdleAgent:
         )
 
 
-async def _check(env: Any, item: Item, pool: SlotPool) -> None:
+async def _check(env: Any, item: Item, pool: SandboxPool) -> None:
     oracle = OracleAgent(env.oracle_solution(item))
     assert isinstance(env, Environment)
     assert isinstance(env, HasOracle)
@@ -117,20 +127,20 @@ async def _check(env: Any, item: Item, pool: SlotPool) -> None:
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-async def test_endless_terminals_family(family: str, pool: SlotPool) -> None:
+async def test_endless_terminals_family(family: str, pool: SandboxPool) -> None:
     env = EndlessTerminalsEnv(EndlessTerminalsConfig(families=(family,)))
     await _check(env, next(env.items(seed=13)), pool)
 
 
 @pytest.mark.parametrize("instance", FIXTURES, ids=lambda f: f.instance_id)
-async def test_swe_smith_fixture(instance: Any, pool: SlotPool, scratch: Path) -> None:
+async def test_swe_smith_fixture(instance: Any, pool: SandboxPool, scratch: Path) -> None:
     env = SweSmithOracleEnv(SweSmithConfig(cache_dir=str(scratch / "swe-cache")))
     item = next(i for i in env.items(seed=0) if i.id == instance.instance_id)
     await _check(env, item, pool)
 
 
 @pytest.mark.parametrize("task", [p.name for p in sample_task_dirs()])
-async def test_terminal_bench_sample(task: str, pool: SlotPool) -> None:
+async def test_terminal_bench_sample(task: str, pool: SandboxPool) -> None:
     env = TerminalBenchEnv()
     item = next(i for i in env.items(seed=0) if i.id == task)
     await _check(env, item, pool)

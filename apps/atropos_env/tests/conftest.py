@@ -10,20 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hermes_protocols import (
-    AgentResult,
-    FailureKind,
-    Item,
-    Message,
-    RolloutFailure,
-    Score,
-    ScoredRollout,
-    StopReason,
-    TokenTrace,
-    ToolCall,
-    ToolCallError,
-    ToolErrorKind,
-)
+from hermes_protocols.agent import AgentResult, StopReason, ToolCallError, ToolErrorKind
+from hermes_protocols.environment import FailureKind, Item, RolloutFailure, Score, ScoredRollout
+from hermes_protocols.messages import Message, ToolCall
+from hermes_protocols.tokens import TokenTrace
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] or '' }}<|end|>\n{% endfor %}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hermes_atropos_env import KnownNames
 from hermes_atropos_env.cli import main
+from hermes_atropos_env.wiring import HermesWiring
 
 
 class FakeWiring:
@@ -14,8 +14,8 @@ class FakeWiring:
         self._dir = tokenizer_dir
         self._source = source
 
-    def known_names(self) -> KnownNames:
-        return KnownNames(environments={"endless_terminals"}, parsers={"hermes"})
+    def problems(self, env, inference) -> list[str]:
+        return HermesWiring().problems(env, inference)  # the real spec checks
 
     def tokenizer_dir(self, inference) -> str:
         return str(self._dir)

@@ -9,7 +9,6 @@ from atroposlib.envs.server_handling.server_manager import ServerManager
 from hermes_atropos_env import (
     HermesAtroposEnvConfig,
     InferenceConfig,
-    KnownNames,
     atropos_server_configs,
     config_problems,
     validate_config,
@@ -17,10 +16,18 @@ from hermes_atropos_env import (
 from hermes_atropos_env.cli import command_defaults, resolve_wandb, uses_embedded_model
 from hermes_atropos_env.cli_args import build_configs, parse_argv
 from hermes_atropos_env.credentials import modal_credentials_configured, wandb_key_configured
+from hermes_atropos_env.wiring import HermesWiring
 from hermes_envs.prefill import load_prefill
 from hermes_protocols import ConfigError
+from hermes_rollouts import Credentials
 
-KNOWN = KnownNames(environments={"endless_terminals", "swe_smith_oracle"}, parsers={"hermes"})
+WIRING = HermesWiring(Credentials())
+
+
+def _spec_problems(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> list[str]:
+    return WIRING.problems(env, inference)
+
+
 COMMANDS = ("serve", "process", "evaluate")
 
 
@@ -31,7 +38,9 @@ def _configs(*argv: str) -> tuple[HermesAtroposEnvConfig, InferenceConfig]:
 
 def _problems(*argv: str, modal: bool = False) -> list[str]:
     env, inference = _configs(*argv)
-    return config_problems(env, inference, known=KNOWN, modal_credentials=modal)
+    return config_problems(
+        env, inference, spec_problems=_spec_problems(env, inference), modal_credentials=modal
+    )
 
 
 def test_defaults_are_valid_and_embedded() -> None:
@@ -48,7 +57,7 @@ def test_defaults_are_valid_and_embedded() -> None:
     ("argv", "expected"),
     [
         (["--env.environment", "nope"], "set --env.environment to one of endless_terminals"),
-        (["--env.tool_call_parser", "qwen9"], "set --env.tool_call_parser to one of hermes"),
+        (["--env.tool_call_parser", "qwen9"], "set --env.tool_call_parser to one of"),
         (["--env.group_size", "8", "--env.batch_size", "4"], "lower group_size or raise"),
         (["--env.group_size", "3", "--env.batch_size", "8"], "not a multiple of"),
         (["--env.max_tokens_per_turn", "4096"], "must be below --env.max_token_length"),
@@ -75,7 +84,9 @@ def test_modal_without_credentials_names_them() -> None:
     assert _problems(*argv, modal=True) == []
     env, inference = _configs(*argv)
     with pytest.raises(ConfigError, match="MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"):
-        validate_config(env, inference, known=KNOWN, modal_credentials=False)
+        validate_config(
+            env, inference, spec_problems=_spec_problems(env, inference), modal_credentials=False
+        )
 
 
 def test_remote_pool_is_valid_with_urls_and_a_token() -> None:
@@ -87,7 +98,12 @@ def test_remote_pool_is_valid_with_urls_and_a_token() -> None:
     )
     assert env.remote_urls == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
     assert (
-        config_problems(env, inference, known=KNOWN, modal_credentials=False, sandbox_token=True)
+        config_problems(
+            env,
+            inference,
+            spec_problems=HermesWiring(Credentials(sandbox_token="t")).problems(env, inference),
+            modal_credentials=False,
+        )
         == []
     )
 
@@ -199,7 +215,9 @@ def test_embedded_serve_defaults_let_the_agent_act_and_deliver_batches() -> None
     assert env.prefill_messages is not None
     assert load_prefill(env.prefill_messages)  # the shipped demonstration
     assert (env.max_agent_turns, env.max_tokens_per_turn) == (4, 160)
-    assert config_problems(env, InferenceConfig(), known=KNOWN, modal_credentials=False) == []
+    inference = InferenceConfig()
+    problems = _spec_problems(env, inference)
+    assert config_problems(env, inference, spec_problems=problems, modal_credentials=False) == []
 
 
 def test_server_defaults_keep_atroposlib_behaviour_and_user_choices_win() -> None:

@@ -8,18 +8,42 @@ from pathlib import Path
 import pytest
 from hermes_atropos_env import HermesAtroposEnvConfig
 from hermes_atropos_env.cli import prepare
-from hermes_atropos_env.credentials import SandboxCredentials
-from hermes_atropos_env.registry import environment_options, parser_names
-from hermes_atropos_env.sandboxes import build_backend, build_toolsets, pool_config
-from hermes_atropos_env.wiring import HermesWiring
-from hermes_envs import default_registry, with_system_prompt
+from hermes_atropos_env.config import InferenceConfig
+from hermes_atropos_env.wiring import (
+    OPTION_NAMES,
+    HermesWiring,
+    environment_options,
+    rollout_spec,
+)
+from hermes_envs import default_registry
 from hermes_protocols import ConfigError, Message
+from hermes_rollouts import (
+    Credentials,
+    RolloutSpec,
+    build_environment,
+    environment_names,
+    parser_names,
+    validate,
+)
+from hermes_sandbox import HostBackend
+from hermes_sandbox.factory import build_backend as build_sandbox_backend
+from hermes_sandbox.factory import build_toolsets
 
-TOKENS = SandboxCredentials(sandbox_token="t0k", nomad_token="acl")
+TOKENS = Credentials(sandbox_token="t0k", nomad_token="acl")
+
+
+def _spec(env: HermesAtroposEnvConfig, credentials: Credentials = TOKENS) -> RolloutSpec:
+    return rollout_spec(env, InferenceConfig(), credentials)
+
+
+def build_backend(env: HermesAtroposEnvConfig, credentials: Credentials) -> HostBackend:
+    spec = _spec(env, credentials)
+    validate(spec, OPTION_NAMES)
+    return build_sandbox_backend(spec.sandbox)
 
 
 def test_registry_and_parsers_offer_what_the_docs_name() -> None:
-    names = set(HermesWiring().known_names().environments)
+    names = set(environment_names())
     assert {"endless_terminals", "swe_smith_oracle", "terminal_bench"} <= names
     assert "hermes" in parser_names()
 
@@ -30,9 +54,7 @@ def test_terminal_bench_is_reachable_from_the_command_line(tmp_path: Path) -> No
     argv += ["--env.data_path_to_save_groups", out, "--env.system_prompt", "Be brief."]
     _command, env, _inference, _notices = prepare(argv, HermesWiring())
     assert env.environment == "terminal_bench"
-    environment = with_system_prompt(
-        default_registry().create(env.environment, environment_options(env)), env.system_prompt
-    )
+    environment = build_environment(_spec(env).environment)
     item = next(iter(environment.items(seed=0)))
     assert environment.name == "terminal_bench"
     assert environment.prompt(item)[0] == Message.system("Be brief.")
@@ -68,12 +90,12 @@ def test_pool_sizing_follows_the_backend_fields() -> None:
     modal = HermesAtroposEnvConfig(
         tool_pool_mode="modal", modal_slots_per_sandbox=10, modal_min_sandboxes=1
     )
-    config = pool_config(modal)
+    config = _spec(modal).pool
     assert (config.slots_per_host, config.min_hosts, config.max_hosts) == (10, 1, 8)
-    bwrap = pool_config(HermesAtroposEnvConfig(slots_per_container=3, max_containers=2))
+    bwrap = _spec(HermesAtroposEnvConfig(slots_per_container=3, max_containers=2)).pool
     assert (bwrap.slots_per_host, bwrap.min_hosts, bwrap.max_hosts) == (3, 0, 2)
-    assert bwrap.idle_timeout == 3600
-    docker = pool_config(HermesAtroposEnvConfig(tool_pool_mode="docker", min_containers=2))
+    assert bwrap.idle_timeout_s == 3600
+    docker = _spec(HermesAtroposEnvConfig(tool_pool_mode="docker", min_containers=2)).pool
     assert (docker.min_hosts, docker.name) == (2, "atropos-endless-terminals")
 
 
@@ -108,7 +130,7 @@ def test_nomad_job_id_and_tokens_reach_the_backend() -> None:
         nomad_job_id="rl-pool-7",
     )
     backend = build_backend(env, TOKENS)
-    assert backend.job_id(pool_config(env).name) == "rl-pool-7"  # type: ignore[attr-defined]
+    assert backend.job_id(_spec(env).pool.name) == "rl-pool-7"  # type: ignore[attr-defined]
     assert backend.config.token == "acl"  # type: ignore[attr-defined]
     remote = HermesAtroposEnvConfig(tool_pool_mode="remote", remote_urls=["http://127.0.0.1:1"])
     assert build_backend(remote, TOKENS).config.token == "t0k"  # type: ignore[attr-defined]
@@ -117,22 +139,54 @@ def test_nomad_job_id_and_tokens_reach_the_backend() -> None:
 def test_missing_backend_settings_name_the_adapter_options() -> None:
     remote = HermesAtroposEnvConfig(tool_pool_mode="remote", remote_urls=["http://127.0.0.1:1"])
     with pytest.raises(ConfigError, match=r"\$HERMES_SANDBOX_TOKEN"):
-        build_backend(remote, SandboxCredentials())
+        build_backend(remote, Credentials())
     nomad = HermesAtroposEnvConfig(tool_pool_mode="nomad", nomad_address="http://127.0.0.1:4646")
     with pytest.raises(ConfigError, match=r"--env\.sandbox_image"):
         build_backend(nomad, TOKENS)
 
 
 def test_credentials_come_from_the_environment_and_stay_out_of_repr() -> None:
-    creds = SandboxCredentials.from_environ({"HERMES_SANDBOX_TOKEN": "s3", "NOMAD_TOKEN": "n4"})
+    creds = Credentials.from_environ({"HERMES_SANDBOX_TOKEN": "s3", "NOMAD_TOKEN": "n4"})
     assert (creds.sandbox_token, creds.nomad_token) == ("s3", "n4")
     assert "s3" not in repr(creds)
-    assert SandboxCredentials.from_environ({"HERMES_SANDBOX_TOKEN": ""}).sandbox_token is None
+    assert Credentials.from_environ({"HERMES_SANDBOX_TOKEN": ""}).sandbox_token is None
 
 
 def test_terminal_toolset_uses_terminal_timeout() -> None:
-    toolsets = {ts.name: ts for ts in build_toolsets(HermesAtroposEnvConfig(terminal_timeout=7))}
+    tools = _spec(HermesAtroposEnvConfig(terminal_timeout=7)).toolsets
+    toolsets = {
+        ts.name: ts for ts in build_toolsets(tools.command_timeout_s, tools.max_command_timeout_s)
+    }
     assert set(toolsets) == {"terminal", "file"}
     (terminal,) = toolsets["terminal"].tools
     assert terminal.default_timeout == 7  # type: ignore[attr-defined]
     assert terminal.max_timeout == 3600  # type: ignore[attr-defined]
+
+
+def test_extra_body_and_timeout_reach_every_server_type() -> None:
+    env = HermesAtroposEnvConfig(extra_body={"top_k": 5}, max_token_length=1024)
+    for kind in ("sglang", "vllm", "llama_cpp", "openai"):
+        inference = InferenceConfig(
+            server_type=kind, base_url="http://h", tokenizer_name="/t", timeout=33, api_key="k"
+        )
+        model = rollout_spec(env, inference, Credentials()).model
+        assert model.extra_body == {"top_k": 5}
+        assert model.timeout_s == 33
+        assert model.context_tokens == 1024
+        assert model.gguf_path is None
+
+
+def test_embedded_uses_model_path() -> None:
+    inference = InferenceConfig(model_path="/m/x.gguf")
+    model = rollout_spec(HermesAtroposEnvConfig(), inference, Credentials()).model
+    assert (model.server_type, model.gguf_path, model.base_url) == ("embedded", "/m/x.gguf", None)
+
+
+def test_vllm_without_model_name_names_the_flag() -> None:
+    inference = InferenceConfig(
+        server_type="vllm", base_url="http://127.0.0.1:9", tokenizer_name="/t", model_name=""
+    )
+    problems = HermesWiring().problems(HermesAtroposEnvConfig(), inference)
+    assert "--openai.server_type vllm needs --openai.model_name (the served model's name)" in (
+        problems
+    )

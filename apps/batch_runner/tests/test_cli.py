@@ -168,3 +168,54 @@ def test_skipped_dataset_lines_are_reported_by_line_number(
     err = capsys.readouterr().err
     assert "skipping invalid dataset line 2: 'prompt' must be a non-empty string" in err
     assert "skipping invalid dataset line 3: not valid JSON" in err
+
+
+def test_resume_retries_infrastructure_failures_and_keeps_their_history(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fake_components: Factory,
+    fake_wiring: Factory,
+) -> None:
+    out = tmp_path / "run"
+    argv = ["--output", str(out), "--num-items", "3", "--no-progress"]
+    assert main(argv, wiring=fake_wiring(fake_components(3, fail_items=["item1"]))) == 0
+    assert _ids(out / "failed.jsonl") == ["fake/item1/0"]
+    # a killed run: one finished rollout was never written
+    lines = (out / "trajectories.jsonl").read_text().splitlines(keepends=True)
+    (out / "trajectories.jsonl").write_text("".join(lines[:1]))
+    capsys.readouterr()
+    healthy = fake_components(3)
+    assert (
+        main(["--output", str(out), "--resume", "--no-progress"], wiring=fake_wiring(healthy)) == 0
+    )
+    err = capsys.readouterr().err
+    assert "retrying 1 rollouts that failed for infrastructure reasons" in err
+    assert sorted(item for item, _ in healthy.calls) == ["item1", "item2"]
+    assert sorted(_ids(out / "trajectories.jsonl")) == [f"fake/item{i}/0" for i in range(3)]
+    assert _ids(out / "failed.jsonl") == []
+    assert _ids(out / "failed_history.jsonl") == ["fake/item1/0"]
+
+
+def test_retry_failed_reruns_the_failures_of_a_finished_run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fake_components: Factory,
+    fake_wiring: Factory,
+) -> None:
+    out = tmp_path / "run"
+    argv = ["--output", str(out), "--num-items", "2", "--no-progress"]
+    assert main(argv, wiring=fake_wiring(fake_components(2, fail_items=["item0"]))) == 0
+    capsys.readouterr()
+    untouched = fake_wiring(fake_components(2))
+    assert main(["--output", str(out), "--resume", "--no-progress"], wiring=untouched) == 0
+    assert untouched.entered == 0
+    assert "1 of them failed for infrastructure reasons; --retry-failed" in capsys.readouterr().err
+    healthy = fake_components(2)
+    retry = ["--output", str(out), "--retry-failed", "--no-progress"]
+    assert main(retry, wiring=fake_wiring(healthy)) == 0
+    assert "retrying 1 rollouts" in capsys.readouterr().err
+    assert healthy.calls == [("item0", 0)]
+    assert _ids(out / "failed.jsonl") == []
+    assert sorted(_ids(out / "trajectories.jsonl")) == ["fake/item0/0", "fake/item1/0"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["failed"] == 0

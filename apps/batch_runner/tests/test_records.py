@@ -68,3 +68,33 @@ def test_filters_name_their_reason(make_rollout: MakeRollout) -> None:
     assert WriteFilters(require_reasoning=True).reason(with_reasoning) is None
     assert WriteFilters(min_reward=0.6).reason(with_reasoning) == "min_reward"
     assert WriteFilters(min_reward=0.5).reason(with_reasoning) is None
+
+
+def test_records_carry_what_the_model_saw(make_rollout: MakeRollout) -> None:
+    from hermes_protocols import ToolSchema
+    from hermes_protocols.convert import tools_to_openai
+
+    terminal = ToolSchema(
+        name="terminal",
+        description="Run a shell command.",
+        parameters={"type": "object", "properties": {"command": {"type": "string"}}},
+    )
+    rollout = attrs.evolve(
+        make_rollout("it", 0),
+        metadata={
+            "tools": tools_to_openai([terminal]),
+            "toolsets": ["terminal"],
+            "workspace": {"prefill_messages": 2},
+        },
+    )
+    record = rollout_record(rollout, record_id="fake/it/0", model="m")
+    assert record["tools"] == tools_to_openai([terminal])
+    assert record["toolsets_used"] == ["terminal"]
+    assert record["prefill_messages"] == 2
+    system = record["conversations"][0]
+    assert system["from"] == "system"
+    assert system["value"] == record["system_prompt"]
+    assert system["value"].startswith("You are an agent.\n\n")
+    assert '<tools> {"type": "function", "function": {"name": "terminal"' in system["value"]
+    # one call whose arguments were invalid JSON (a recorded tool error), as the fixture has
+    assert record["tool_stats"] == {"terminal": {"calls": 1, "successes": 0, "failures": 1}}

@@ -255,7 +255,12 @@ class OracleAgent:
         self.seen_tools: list[tuple[str, ...]] = []
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         self.calls += 1
         self.seen_tools.append(tuple(sorted(t.name for t in tools)))
@@ -283,7 +288,12 @@ class IdleAgent:
     """Does nothing and answers at once."""
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         return AgentResult(
             messages=[*messages, Message.assistant("I did nothing.")],

@@ -29,6 +29,7 @@ from hermes_protocols import (
     ScoredRollout,
     StopReason,
     ToolExecutor,
+    ToolResult,
     ToolSchema,
 )
 from hypothesis import given
@@ -128,7 +129,12 @@ class _BackendDownAgent:
         self.calls = 0
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         self.calls += 1
         return AgentResult(
@@ -218,7 +224,12 @@ async def test_run_items_streams_with_bounded_concurrency(make_pool: Any, toolse
 
     class CountingAgent:
         async def run(
-            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSchema],
+            executor: Any,
+            seed: int | None = None,
         ) -> AgentResult:
             nonlocal in_flight, peak
             in_flight += 1
@@ -253,7 +264,12 @@ async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) 
 
     class SlowAgent:
         async def run(
-            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSchema],
+            executor: Any,
+            seed: int | None = None,
         ) -> AgentResult:
             started.set()
             await executor("terminal", {"command": "sleep 30"})
@@ -301,7 +317,12 @@ async def test_model_caused_sandbox_errors_are_not_infrastructure(command: str, 
 
     class OneCall:
         async def run(
-            self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: Any
+            self,
+            messages: Sequence[Message],
+            *,
+            tools: Sequence[ToolSchema],
+            executor: Any,
+            seed: int | None = None,
         ) -> AgentResult:
             with contextlib.suppress(Exception):
                 await executor("terminal", {"command": command})
@@ -324,5 +345,36 @@ async def test_model_caused_sandbox_errors_are_not_infrastructure(command: str, 
         with pytest.raises((WorkspaceEscape, SandboxTimeout)):
             await executor("terminal", {"command": command})
         assert executor.sandbox_errors == []
+    finally:
+        await pool.release(slot)
+
+
+async def test_the_executor_reports_unknown_tools_to_the_model_and_lets_bugs_raise(
+    pool: Any, toolsets: Any
+) -> None:
+    from hermes_envs import SlotToolExecutor
+
+    class Buggy:
+        name = "buggy"
+
+        class _Tool:
+            schema = ToolSchema(name="buggy", description="raises", parameters={"type": "object"})
+
+            async def __call__(self, slot: Any, arguments: Any) -> ToolResult:
+                raise KeyError("a bug")
+
+        tools = (_Tool(),)
+
+    slot = await pool.acquire("executor")
+    try:
+        executor = SlotToolExecutor([*toolsets, Buggy()], slot)
+        unknown = await executor("browser", {})
+        assert unknown.is_error
+        assert "unknown tool 'browser'" in unknown.content
+        assert "terminal" in unknown.content
+        ran = await executor("terminal", {"command": "echo hi"})
+        assert not ran.is_error
+        with pytest.raises(KeyError, match="a bug"):
+            await executor("buggy", {})
     finally:
         await pool.release(slot)

@@ -31,6 +31,7 @@ from hermes_protocols import (
     Generation,
     Message,
     SamplingParams,
+    SandboxError,
     StopReason,
     ToolCall,
     ToolErrorKind,
@@ -344,7 +345,7 @@ async def test_token_mode_malformed_call_is_reported_not_executed(
 async def test_execution_error_and_tool_timeout_are_recorded(kit: Any) -> None:
     async def executor(name: str, arguments: Mapping[str, Any]) -> ToolResult:
         if arguments["text"] == "boom":
-            raise RuntimeError("disk on fire")
+            raise SandboxError("disk on fire")
         await anyio.sleep(10)
         return ToolResult(content="never")
 
@@ -362,6 +363,25 @@ async def test_execution_error_and_tool_timeout_are_recorded(kit: Any) -> None:
     assert "disk on fire" in result.tool_errors[0].message
     assert [m.tool_call_id for m in result.messages if m.role == "tool"] == ["a", "b"]
     assert result.stop_reason == StopReason.FINAL_ANSWER
+
+
+@pytest.mark.anyio
+async def test_a_bug_raises_instead_of_becoming_a_tool_or_backend_error(kit: Any) -> None:
+    async def buggy(name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        raise KeyError("a bug in a tool")
+
+    call = Message.assistant(None, (ToolCall("a", "echo", '{"text": "x"}'),))
+    loop = AgentLoop(ChatModel(kit.ScriptedChatBackend([call, Message.assistant("ok")])))
+    with pytest.raises(KeyError, match="a bug in a tool"):
+        await loop.run(USER, tools=[kit.ECHO], executor=buggy)
+
+    class BrokenBackend:
+        async def chat(self, *args: Any, **kwargs: Any) -> Any:
+            raise AttributeError("a bug in a backend")
+
+    loop = AgentLoop(ChatModel(BrokenBackend()))  # type: ignore[arg-type]
+    with pytest.raises(AttributeError, match="a bug in a backend"):
+        await loop.run(USER, tools=[kit.ECHO], executor=buggy)
 
 
 @pytest.mark.anyio

@@ -27,7 +27,7 @@ from hermes_sandbox import (
     LocalBackend,
     LocalConfig,
     PoolConfig,
-    SlotPool,
+    SandboxPool,
 )
 from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 
@@ -183,11 +183,11 @@ async def host_backend(
 
 
 @pytest.fixture
-def make_pool(host_backend: HostBackend) -> Callable[..., SlotPool]:
+def make_pool(host_backend: HostBackend) -> Callable[..., SandboxPool]:
     """``make_pool(**PoolConfig fields)``: a pool over the backend under test."""
 
-    def make(**fields: Any) -> SlotPool:
+    def make(**fields: Any) -> SandboxPool:
         fields.setdefault("name", "t" + uuid.uuid4().hex[:8])
-        return SlotPool(host_backend, PoolConfig(**fields))
+        return SandboxPool(host_backend, PoolConfig(**fields))
 
     return make

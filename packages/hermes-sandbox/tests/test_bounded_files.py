@@ -19,7 +19,7 @@ from hermes_sandbox import (
     LocalBackend,
     LocalConfig,
     PoolConfig,
-    SlotPool,
+    SandboxPool,
 )
 from hermes_sandbox.file_window import FileTooLarge, read_window
 from hermes_sandbox.tools import PatchTool, ReadFileTool, WriteFileTool
@@ -36,7 +36,7 @@ async def slot(request: pytest.FixtureRequest, sandbox_root: Path) -> AsyncItera
         if request.param == "bwrap"
         else LocalBackend(LocalConfig(root_dir=root))
     )
-    async with SlotPool(backend, PoolConfig(name="files", slots_per_host=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="files", slots_per_host=1)) as pool:
         acquired = await pool.acquire("t")
         yield acquired
         await pool.release(acquired)

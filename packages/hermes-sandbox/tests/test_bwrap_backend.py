@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_protocols import IsolationUnavailable
-from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SlotPool
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SandboxPool
 from hermes_sandbox.backends.bwrap_command import bwrap_binary, system_binds
 from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 
@@ -31,7 +31,7 @@ async def test_allow_network_reaches_loopback(sandbox_root: Path) -> None:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), allow_network=True))
-    async with listener, SlotPool(backend, PoolConfig(name="net", slots_per_host=1)) as pool:
+    async with listener, SandboxPool(backend, PoolConfig(name="net", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         result = await slot.exec(f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected", timeout=20)
         assert result.stdout.strip() == "connected"
@@ -62,7 +62,7 @@ async def test_rootfs_directory_becomes_root(sandbox_root: Path) -> None:
                 (rootfs / name).symlink_to(os.readlink(f"/{name}"))
         assert "--ro-bind" in system_binds(str(rootfs))
         config = BwrapConfig(root_dir=str(sandbox_root), rootfs=str(rootfs))
-        async with SlotPool(BwrapBackend(config), PoolConfig(name="rootfs")) as pool:
+        async with SandboxPool(BwrapBackend(config), PoolConfig(name="rootfs")) as pool:
             slot = await pool.acquire("t")
             result = await slot.exec("cat /etc/os-release; ls /usr/bin", timeout=20)
             assert result.stdout.split() == ["ID=hermes-test", "bash", "cat", "ls"]
@@ -74,7 +74,7 @@ async def test_rootfs_directory_becomes_root(sandbox_root: Path) -> None:
 async def test_rlimits_bind_for_the_unprivileged_slot_uid(sandbox_root: Path) -> None:
     limits = ResourceLimits(max_processes=40, file_size_bytes=1 << 20, memory_bytes=256 << 20)
     backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), limits=limits))
-    async with SlotPool(backend, PoolConfig(name="limits", slots_per_host=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="limits", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         shown = await slot.exec("ulimit -u; ulimit -f; ulimit -v", timeout=20)
         assert shown.stdout.split() == ["40", "1024", str(256 * 1024)]
@@ -95,7 +95,7 @@ async def test_missing_rootfs_fails_the_pool_start(sandbox_root: Path) -> None:
     config = BwrapConfig(root_dir=str(sandbox_root), rootfs=str(sandbox_root / "missing"))
     for min_hosts in (1, 0):
         with pytest.raises(IsolationUnavailable, match="missing"):
-            async with SlotPool(
+            async with SandboxPool(
                 BwrapBackend(config), PoolConfig(name="closed", min_hosts=min_hosts)
             ):
                 pass
@@ -106,7 +106,7 @@ async def test_slot_cgroups_limit_the_whole_slot_when_available(sandbox_root: Pa
         pytest.skip("cgroup v1 pids+memory controllers are not writable here")
     limits = ResourceLimits(slot_processes=25, slot_memory_bytes=96 << 20)
     backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), limits=limits))
-    async with SlotPool(backend, PoolConfig(name="cgroups", slots_per_host=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="cgroups", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         forks = await slot.exec(
             "for i in $(seq 40); do sleep 0.5 & done 2>&1 | grep -c 'Resource temporarily'",
@@ -127,10 +127,10 @@ async def test_orphan_sweep_removes_dead_runs_dirs_and_cgroups(sandbox_root: Pat
     script = textwrap.dedent(
         f"""
         import anyio
-        from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SlotPool
+        from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
         async def main():
             backend = BwrapBackend(BwrapConfig(root_dir={str(sandbox_root)!r}))
-            async with SlotPool(backend, PoolConfig(name="bw-orphan", min_hosts=1)) as pool:
+            async with SandboxPool(backend, PoolConfig(name="bw-orphan", min_hosts=1)) as pool:
                 slot = await pool.acquire("t")
                 await slot.exec("true", timeout=30)
                 print("ready", flush=True)
@@ -153,7 +153,7 @@ async def test_orphan_sweep_removes_dead_runs_dirs_and_cgroups(sandbox_root: Pat
     bases = list(controller_bases(subtree_for(str(sandbox_root))).values())
     assert all(os.path.isdir(os.path.join(base, host_id)) for base in bases)  # noqa: ASYNC240
     backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root)))
-    async with SlotPool(backend, PoolConfig(name="bw-orphan")) as pool:
+    async with SandboxPool(backend, PoolConfig(name="bw-orphan")) as pool:
         assert pool.orphans_removed == 1
     assert os.listdir(sandbox_root) == [".bin"]
     assert not any(os.path.exists(os.path.join(base, host_id)) for base in bases)  # noqa: ASYNC240

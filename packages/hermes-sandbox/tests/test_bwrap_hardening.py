@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SlotPool
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, ResourceLimits, SandboxPool
 from hermes_sandbox.tools import WriteFileTool
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +28,7 @@ def _config(root: Path, **fields: object) -> BwrapConfig:
 
 async def _run(config: BwrapConfig, *commands: str) -> list[tuple[int, str, str]]:
     out = []
-    async with SlotPool(BwrapBackend(config), PoolConfig(name="hard", slots_per_host=1)) as pool:
+    async with SandboxPool(BwrapBackend(config), PoolConfig(name="hard", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         for command in commands:
             result = await slot.exec(command, timeout=60)
@@ -69,7 +69,7 @@ async def test_nested_user_namespaces_are_disabled(sandbox_root: Path) -> None:
 async def test_disk_limit_stops_a_slot_with_a_clear_error(sandbox_root: Path) -> None:
     limits = ResourceLimits(disk_bytes=64 << 20)
     config = _config(sandbox_root, limits=limits)
-    async with SlotPool(BwrapBackend(config), PoolConfig(name="disk", slots_per_host=1)) as pool:
+    async with SandboxPool(BwrapBackend(config), PoolConfig(name="disk", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         big = await slot.exec("dd if=/dev/zero of=big bs=1M count=200 status=none", timeout=60)
         assert big.exit_code != 0

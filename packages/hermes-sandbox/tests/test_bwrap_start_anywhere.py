@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_protocols import IsolationUnavailable, SandboxError
-from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SlotPool
+from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
 from hermes_sandbox.backends._root_dir import default_root_dir, first_untraversable
 from hermes_sandbox.backends.bwrap_command import bwrap_binary
 
@@ -53,7 +53,7 @@ async def test_checkout_under_a_private_home_works_as_root(sandbox_root: Path) -
         with pytest.raises(PermissionError):
             await anyio.to_thread.run_sync(_run_as_slot_uid, binary)
         backend = BwrapBackend(BwrapConfig(root_dir=str(root_dir), binary=binary))
-        async with SlotPool(backend, PoolConfig(name="home700", slots_per_host=1)) as pool:
+        async with SandboxPool(backend, PoolConfig(name="home700", slots_per_host=1)) as pool:
             slot = await pool.acquire("t")
             result = await slot.exec("id -u; echo ok > f; cat f", timeout=30)
             assert result.exit_code == 0, result.stderr
@@ -74,7 +74,7 @@ async def test_bwrap_that_cannot_start_fails_the_pool_start_in_one_line(
 ) -> None:
     broken = BwrapConfig(root_dir=str(sandbox_root / "hosts"), binary="/bin/false")
     with pytest.raises(IsolationUnavailable) as caught:
-        async with SlotPool(BwrapBackend(broken), PoolConfig(name="broken")):
+        async with SandboxPool(BwrapBackend(broken), PoolConfig(name="broken")):
             pass
     message = str(caught.value)
     assert "\n" not in message
@@ -83,7 +83,7 @@ async def test_bwrap_that_cannot_start_fails_the_pool_start_in_one_line(
     missing = sandbox_root / "hosts" / "nope" / "bwrap"
     config = BwrapConfig(root_dir=str(sandbox_root / "hosts"), binary=str(missing))
     with pytest.raises(IsolationUnavailable, match="nope"):
-        async with SlotPool(BwrapBackend(config), PoolConfig(name="missing")):
+        async with SandboxPool(BwrapBackend(config), PoolConfig(name="missing")):
             pass
     shutil.rmtree(sandbox_root / "hosts")
 
@@ -101,7 +101,7 @@ async def test_a_root_owned_by_someone_else_is_refused(sandbox_root: Path) -> No
     os.chown(foreign, 4242, 4242)
     config = BwrapConfig(root_dir=str(foreign))
     with pytest.raises(SandboxError, match="belongs to uid 4242"):
-        async with SlotPool(BwrapBackend(config), PoolConfig(name="foreign")):
+        async with SandboxPool(BwrapBackend(config), PoolConfig(name="foreign")):
             pass
     foreign.rmdir()
 
@@ -147,10 +147,10 @@ _POOL_SCRIPT = textwrap.dedent(
     import site, sys
     site.addsitedir(sys.argv[1])
     import anyio
-    from hermes_sandbox import BwrapBackend, PoolConfig, SlotPool
+    from hermes_sandbox import BwrapBackend, PoolConfig, SandboxPool
 
     async def main():
-        async with SlotPool(BwrapBackend(), PoolConfig(name="second-user")) as pool:
+        async with SandboxPool(BwrapBackend(), PoolConfig(name="second-user")) as pool:
             slot = await pool.acquire("t")
             result = await slot.exec("echo ok", timeout=30)
             await pool.release(slot)
@@ -163,7 +163,7 @@ _POOL_SCRIPT = textwrap.dedent(
 
 @pytest.mark.skipif(not AS_ROOT, reason="creating a second user needs root")
 async def test_a_second_user_after_root_gets_its_own_directories() -> None:
-    async with SlotPool(BwrapBackend(), PoolConfig(name="first-user")) as pool:
+    async with SandboxPool(BwrapBackend(), PoolConfig(name="first-user")) as pool:
         slot = await pool.acquire("t")
         assert (await slot.exec("echo ok", timeout=30)).stdout == "ok\n"
         await pool.release(slot)

@@ -16,7 +16,7 @@ from hermes_sandbox import (
     LocalBackend,
     LocalConfig,
     PoolConfig,
-    SlotPool,
+    SandboxPool,
 )
 from hermes_sandbox.backends._removal import remove_tree
 from hermes_sandbox.server import ServerConfig, running_server
@@ -88,7 +88,7 @@ async def test_deep_trees_in_a_slot_do_not_break_reset_or_close(
 ) -> None:
     backend = _backends(sandbox_root)[kind]
     deep_file = "/".join(["w"] * 2100) + "/f.txt"
-    async with SlotPool(backend, PoolConfig(name="deep", slots_per_host=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="deep", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         built = await slot.exec(_BUILD_IN_SLOT, timeout=120)
         assert built.exit_code == 0, built.stderr
@@ -130,7 +130,7 @@ async def test_orphan_sweep_reports_and_skips_what_it_cannot_remove(
         pytest.skip("cannot make an unremovable file here (chattr +i needs root and ext4/xfs)")
     try:
         backend = _backends(sandbox_root)[kind]
-        async with SlotPool(backend, PoolConfig(name="sweep", min_hosts=1)) as pool:
+        async with SandboxPool(backend, PoolConfig(name="sweep", min_hosts=1)) as pool:
             assert pool.orphans_removed >= 1
             slot = await pool.acquire("t")
             assert (await slot.exec("echo up", timeout=30)).stdout == "up\n"

@@ -9,7 +9,7 @@ import sys
 import anyio
 import pytest
 from hermes_protocols import SandboxError
-from hermes_sandbox import HostSpec, PoolConfig, SlotPool
+from hermes_sandbox import HostSpec, PoolConfig, SandboxPool
 from hermes_sandbox.backends.docker import (
     HOST_LABEL,
     POOL_LABEL,
@@ -100,12 +100,12 @@ async def test_live_container() -> None:
 
 _KILLED_POOL = """
 import anyio, sys
-from hermes_sandbox import PoolConfig, SlotPool
+from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
 
 async def main():
     backend = DockerBackend(DockerConfig(image=sys.argv[1]))
-    async with SlotPool(backend, PoolConfig(name="dk-orphan", min_hosts=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="dk-orphan", min_hosts=1)) as pool:
         slot = await pool.acquire("t")
         await slot.exec("true", timeout=30)
         print("ready", flush=True)
@@ -132,7 +132,7 @@ async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
     left = await anyio.to_thread.run_sync(_containers, "dk-orphan")
     assert len(left) == 1  # the killed run's container is still there
     backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
-    async with SlotPool(backend, PoolConfig(name="dk-orphan")) as pool:
+    async with SandboxPool(backend, PoolConfig(name="dk-orphan")) as pool:
         assert pool.orphans_removed == 1
     assert await anyio.to_thread.run_sync(_containers, "dk-orphan") == []
 
@@ -141,7 +141,7 @@ async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_bounded_reads_and_cleanup_of_pools() -> None:
     backend = DockerBackend(DockerConfig(image=BASE_IMAGE, max_read_bytes=1 << 20))
-    async with SlotPool(backend, PoolConfig(name="dk-clean", slots_per_host=2)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="dk-clean", slots_per_host=2)) as pool:
         slot = await pool.acquire("t")
         assert (await slot.exec("truncate -s 2G big", timeout=30)).ok
         with pytest.raises(FileTooLarge, match=r"2048\.0 MiB"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_protocols import AgentResult, Message, StopReason, ToolCall, ToolExecutor, ToolSchema
-from hermes_sandbox import PoolConfig, SlotPool
+from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.backends.docker import (
     POOL_LABEL,
     DockerBackend,
@@ -92,7 +92,7 @@ async def test_a_terminal_bench_task_in_its_own_image(tmp_path: Path) -> None:
     try:
         # Each trajectory needs the image as built (/app is outside the slot workspace).
         backend = DockerBackend(DockerConfig(image=tag, fresh_container_on_reset=True))
-        async with SlotPool(backend, PoolConfig(name=name, slots_per_host=1)) as pool:
+        async with SandboxPool(backend, PoolConfig(name=name, slots_per_host=1)) as pool:
             runner = envs.RolloutRunner(
                 env, pool, _Oracle(env.oracle_solution(item)), [terminal_toolset()]
             )

@@ -14,7 +14,7 @@ from hermes_sandbox import (
     LocalBackend,
     LocalConfig,
     PoolConfig,
-    SlotPool,
+    SandboxPool,
 )
 from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 
@@ -41,7 +41,7 @@ async def test_setsid_env_i_children_die_with_the_command(
         if kind == "local"
         else BwrapBackend(BwrapConfig(root_dir=root))
     )
-    async with SlotPool(backend, PoolConfig(name="escape", slots_per_host=1)) as pool:
+    async with SandboxPool(backend, PoolConfig(name="escape", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
         finished = await slot.exec(_ESCAPE.format(token=4101), timeout=30)
         assert finished.stdout == "started\n"

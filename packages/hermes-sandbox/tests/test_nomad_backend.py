@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from hermes_protocols import SandboxError
-from hermes_sandbox import HostSpec, PoolConfig, SlotPool
+from hermes_sandbox import HostSpec, PoolConfig, SandboxPool
 from hermes_sandbox.backends.nomad import (
     NomadBackend,
     NomadConfig,
@@ -188,7 +188,7 @@ async def test_fake_lends_prewarmed_processes_and_takes_them_back(
     try:
         for round_ in range(2):
             pool_config = PoolConfig(name=f"warm{round_}", slots_per_host=1, max_hosts=1)
-            async with SlotPool(backend, pool_config) as pool:
+            async with SandboxPool(backend, pool_config) as pool:
                 slot = await pool.acquire("t")
                 assert (await slot.exec("echo hi > f; cat f", timeout=20)).stdout == "hi\n"
                 await pool.release(slot)
@@ -196,7 +196,7 @@ async def test_fake_lends_prewarmed_processes_and_takes_them_back(
             assert fake.running_processes() == 0
         assert fake.reused == 2
         # Another slot count is another task: a fresh process, stopped with its allocation.
-        async with SlotPool(backend, PoolConfig(name="cold", slots_per_host=2)) as pool:
+        async with SandboxPool(backend, PoolConfig(name="cold", slots_per_host=2)) as pool:
             slot = await pool.acquire("t")
             assert fake.running_processes() == 1
             await pool.release(slot)

@@ -1,4 +1,4 @@
-"""SlotPool: scaling, idle scale-down, acquire timeout, health, teardown, orphan sweep."""
+"""SandboxPool: scaling, idle scale-down, acquire timeout, health, teardown, orphan sweep."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_protocols import AcquireTimeout, ConfigError, SandboxError
-from hermes_sandbox import HostSpec, LocalBackend, LocalConfig, PoolConfig, SlotPool
+from hermes_sandbox import HostSpec, LocalBackend, LocalConfig, PoolConfig, SandboxPool
 from hermes_sandbox.backends.base import Host
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +32,7 @@ def _local(root: Path) -> LocalBackend:
 
 async def test_scales_up_to_max_hosts_when_acquires_wait(sandbox_root: Path) -> None:
     config = PoolConfig(name="scale", slots_per_host=2, max_hosts=3)
-    async with SlotPool(_local(sandbox_root), config) as pool:
+    async with SandboxPool(_local(sandbox_root), config) as pool:
         assert pool.stats().hosts == 0
         slots = [await pool.acquire(f"t{i}") for i in range(5)]
         stats = pool.stats()
@@ -47,7 +47,7 @@ async def test_scales_up_to_max_hosts_when_acquires_wait(sandbox_root: Path) -> 
 
 async def test_acquire_timeout_then_a_waiter_gets_the_released_slot(sandbox_root: Path) -> None:
     config = PoolConfig(name="wait", slots_per_host=1, max_hosts=1)
-    async with SlotPool(_local(sandbox_root), config) as pool:
+    async with SandboxPool(_local(sandbox_root), config) as pool:
         held = await pool.acquire("holder")
         with pytest.raises(AcquireTimeout, match="max_hosts") as info:
             await pool.acquire("late", timeout=0.3)
@@ -76,7 +76,7 @@ async def test_idle_hosts_scale_down_to_min_hosts(sandbox_root: Path) -> None:
         idle_timeout=0.3,
         health_interval=0.1,
     )
-    async with SlotPool(_local(sandbox_root), config) as pool:
+    async with SandboxPool(_local(sandbox_root), config) as pool:
         assert pool.stats().hosts == 1
         slots = [await pool.acquire(f"t{i}") for i in range(6)]
         assert pool.stats().hosts == 3
@@ -92,7 +92,7 @@ async def test_idle_hosts_scale_down_to_min_hosts(sandbox_root: Path) -> None:
 
 async def test_dead_host_is_replaced(sandbox_root: Path) -> None:
     config = PoolConfig(name="health", slots_per_host=1, min_hosts=1, health_interval=0.1)
-    async with SlotPool(_local(sandbox_root), config) as pool:
+    async with SandboxPool(_local(sandbox_root), config) as pool:
         slot = await pool.acquire("t")
         (old,) = os.listdir(sandbox_root)
         # Its owner record gone = dead (the workspace may be a mounted tmpfs: no rmtree).
@@ -109,7 +109,7 @@ async def test_dead_host_is_replaced(sandbox_root: Path) -> None:
 
 async def test_error_inside_the_pool_tears_everything_down(sandbox_root: Path) -> None:
     async def body() -> None:
-        async with SlotPool(_local(sandbox_root), PoolConfig(name="err", min_hosts=2)) as pool:
+        async with SandboxPool(_local(sandbox_root), PoolConfig(name="err", min_hosts=2)) as pool:
             await pool.acquire("t")
             assert len(os.listdir(sandbox_root)) == 2
             raise RuntimeError("boom")
@@ -126,7 +126,7 @@ async def test_cancellation_tears_down_hosts_and_processes(
     started = anyio.Event()
 
     async def run() -> None:
-        async with SlotPool(_local(sandbox_root), PoolConfig(name="cancel")) as pool:
+        async with SandboxPool(_local(sandbox_root), PoolConfig(name="cancel")) as pool:
             slot = await pool.acquire("t")
             started.set()
             await slot.exec(f"sleep {token}", timeout=60)
@@ -145,7 +145,7 @@ async def test_cancellation_tears_down_hosts_and_processes(
 
 async def test_cancelled_acquire_leaves_the_pool_consistent(sandbox_root: Path) -> None:
     config = PoolConfig(name="cacq", slots_per_host=1, max_hosts=1)
-    async with SlotPool(_local(sandbox_root), config) as pool:
+    async with SandboxPool(_local(sandbox_root), config) as pool:
         held = await pool.acquire("holder")
         with anyio.move_on_after(0.2):
             await pool.acquire("cancelled")
@@ -159,10 +159,10 @@ async def test_orphans_of_a_killed_run_are_swept(sandbox_root: Path) -> None:
     script = textwrap.dedent(
         f"""
         import anyio, sys
-        from hermes_sandbox import LocalBackend, LocalConfig, PoolConfig, SlotPool
+        from hermes_sandbox import LocalBackend, LocalConfig, PoolConfig, SandboxPool
         async def main():
             backend = LocalBackend(LocalConfig(root_dir={str(sandbox_root)!r}))
-            async with SlotPool(backend, PoolConfig(name="orphan", min_hosts=2)) as pool:
+            async with SandboxPool(backend, PoolConfig(name="orphan", min_hosts=2)) as pool:
                 slot = await pool.acquire("t")
                 await slot.write_file("work.txt", b"x")
                 print("ready", flush=True)
@@ -183,13 +183,13 @@ async def test_orphans_of_a_killed_run_are_swept(sandbox_root: Path) -> None:
         await child.aclose()
     assert len(os.listdir(sandbox_root)) == 2
     backend = _local(sandbox_root)
-    async with SlotPool(backend, PoolConfig(name="orphan-other")) as other:
+    async with SandboxPool(backend, PoolConfig(name="orphan-other")) as other:
         assert other.orphans_removed == 0
     assert len(os.listdir(sandbox_root)) == 2
-    async with SlotPool(backend, PoolConfig(name="orphan", min_hosts=1)) as live:
+    async with SandboxPool(backend, PoolConfig(name="orphan", min_hosts=1)) as live:
         assert live.orphans_removed == 2
         assert len(os.listdir(sandbox_root)) == 1
-        async with SlotPool(backend, PoolConfig(name="orphan")) as second:
+        async with SandboxPool(backend, PoolConfig(name="orphan")) as second:
             assert second.orphans_removed == 0  # the live pool's host is not an orphan
         assert len(os.listdir(sandbox_root)) == 1
     assert os.listdir(sandbox_root) == []
@@ -211,17 +211,17 @@ class _FailingBackend:
 
 async def test_host_start_failures_surface_quickly() -> None:
     backend = _FailingBackend()
-    async with SlotPool(backend, PoolConfig(name="fail")) as pool:
+    async with SandboxPool(backend, PoolConfig(name="fail")) as pool:
         with anyio.fail_after(5), pytest.raises(SandboxError, match="no capacity"):
             await pool.acquire("t", timeout=60)
     assert backend.attempts == 1
     with pytest.raises(SandboxError, match="no capacity"):
-        async with SlotPool(backend, PoolConfig(name="fail", min_hosts=1)):
+        async with SandboxPool(backend, PoolConfig(name="fail", min_hosts=1)):
             pass
 
 
 async def test_release_twice_and_after_exit(sandbox_root: Path) -> None:
-    async with SlotPool(_local(sandbox_root), PoolConfig(name="twice")) as pool:
+    async with SandboxPool(_local(sandbox_root), PoolConfig(name="twice")) as pool:
         slot = await pool.acquire("t")
         await pool.release(slot)
         with pytest.raises(SandboxError, match="not leased"):

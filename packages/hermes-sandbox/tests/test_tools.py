@@ -1,4 +1,4 @@
-"""The agent's tools against every backend: terminal, read/write/patch, search, executor."""
+"""The agent's tools against every backend: terminal, read/write/patch, search."""
 
 from __future__ import annotations
 
@@ -10,17 +10,12 @@ import jsonschema
 import pytest
 from hermes_protocols import (
     ConfigError,
-    Slot,
     SlotPool,
     Tool,
     ToolArgumentError,
-    ToolError,
-    ToolExecutor,
     Toolset,
 )
 from hermes_sandbox.tools import (
-    TerminalTool,
-    bind_tools,
     default_toolsets,
     resolve_tools,
 )
@@ -38,10 +33,10 @@ async def run(make_pool: Callable[..., SlotPool]) -> AsyncIterator[Any]:
     """``await run(name, **arguments)`` calls a tool of both toolsets on one slot."""
     async with make_pool(slots_per_host=1, max_hosts=1) as pool:
         slot = await pool.acquire("tools")
-        executor = bind_tools(slot, resolve_tools(["terminal", "file"]))
+        tools = {tool.schema.name: tool for tool in resolve_tools(["terminal", "file"])}
 
         async def call(name: str, **arguments: Any) -> Any:
-            return await executor(name, arguments)
+            return await tools[name](slot, arguments)
 
         call.slot = slot  # type: ignore[attr-defined]
         yield call
@@ -151,24 +146,6 @@ async def test_search_content_and_files_with_pagination(run: Any) -> None:
     assert none["total"] == 0
     bad = await run("search_files", pattern="(", target="content")
     assert bad.is_error
-
-
-async def test_executor_reports_unknown_tools_and_wraps_crashes(run: Any) -> None:
-    with pytest.raises(ToolError, match="unknown tool 'nope'"):
-        await run("nope")
-
-    class Crashing:
-        schema = TerminalTool().schema
-
-        async def __call__(self, slot: Slot, arguments: Any) -> Any:
-            raise KeyError("bug")
-
-    executor = bind_tools(run.slot, [Crashing()])
-    assert isinstance(executor, ToolExecutor)
-    with pytest.raises(ToolError, match="KeyError"):
-        await executor("terminal", {})
-    with pytest.raises(ValueError, match="two tools"):
-        bind_tools(run.slot, [TerminalTool(), TerminalTool()])
 
 
 def test_toolsets_and_schemas_are_valid(backend_case: Any) -> None:

@@ -1,7 +1,8 @@
 """hermes-atropos-env: run hermes-envs environments as Atropos (atroposlib 0.4.0) environments.
 
-The real wiring (model, sandboxes, environments) lives in ``hermes_atropos_env.wiring``
-(``HermesWiring``, ``open_hermes_source``) and is imported by the CLI on demand, so importing
+The mapping of the adapter's options onto the assembly (:mod:`hermes_rollouts`) lives in
+``hermes_atropos_env.wiring`` (``rollout_spec``, ``HermesWiring``) and is imported by the CLI
+on demand, so importing
 this package (or running ``python -m hermes_atropos_env.trainer``) loads no model code.
 """
 
@@ -23,7 +24,7 @@ from hermes_atropos_env.metrics import RolloutMetrics
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
 from hermes_atropos_env.trainer import batch_problems, pull_batch, register_trainer, run_trainer
-from hermes_atropos_env.validation import KnownNames, config_problems, validate_config
+from hermes_atropos_env.validation import config_problems, validate_config
 
 __all__ = [
     "ChatTemplateRetokenizer",
@@ -33,7 +34,6 @@ __all__ = [
     "HermesAtroposEnv",
     "HermesAtroposEnvConfig",
     "InferenceConfig",
-    "KnownNames",
     "RolloutMetrics",
     "RolloutSource",
     "RolloutSourceFactory",

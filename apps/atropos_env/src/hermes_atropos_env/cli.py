@@ -18,18 +18,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-from hermes_envs.prefill import demonstration_path
 from hermes_protocols import ConfigError, HermesError
+from hermes_rollouts import (
+    EMBEDDED_TOOLSETS,
+    AgentBudgets,
+    Credentials,
+    default_prefill,
+    root_error,
+)
 
 from hermes_atropos_env.cli_args import build_configs, parse_argv
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
-from hermes_atropos_env.credentials import (
-    SandboxCredentials,
-    modal_credentials_configured,
-    wandb_key_configured,
-)
+from hermes_atropos_env.credentials import modal_credentials_configured, wandb_key_configured
 from hermes_atropos_env.source import RolloutSourceFactory
-from hermes_atropos_env.validation import KnownNames, validate_config
+from hermes_atropos_env.validation import validate_config
 
 COMMANDS = ("serve", "process", "evaluate")
 
@@ -63,7 +65,9 @@ def options_help() -> str:
 class Wiring(Protocol):
     """What the CLI needs from the wired hermes-rl packages."""
 
-    def known_names(self) -> KnownNames: ...
+    def problems(self, env: HermesAtroposEnvConfig, inference: InferenceConfig) -> list[str]:
+        """The rollout spec's problems, in this CLI's option names."""
+        ...
 
     def tokenizer_dir(self, inference: InferenceConfig) -> str: ...
 
@@ -75,9 +79,9 @@ class Wiring(Protocol):
 #: in minutes, the terminal tool with a demonstration (without one it calls no tool), and
 #: equal-score groups sent (its rewards are mostly all 0: dropping them starves the trainer)
 EMBEDDED_DEFAULTS: dict[str, Any] = {
-    "max_agent_turns": 4,
-    "max_tokens_per_turn": 160,
-    "enabled_toolsets": ["terminal"],
+    "max_agent_turns": AgentBudgets().max_turns,
+    "max_tokens_per_turn": AgentBudgets().max_tokens_per_turn,
+    "enabled_toolsets": list(EMBEDDED_TOOLSETS),
     "ensure_scores_are_not_same": False,
 }
 
@@ -101,8 +105,10 @@ def command_defaults(
     }
     if embedded:
         defaults.update(EMBEDDED_DEFAULTS)
-        if environment == "endless_terminals" and "enabled_toolsets" not in parsed_env:
-            defaults["prefill_messages"] = str(demonstration_path("terminal"))
+        enabled = parsed_env.get("enabled_toolsets", EMBEDDED_DEFAULTS["enabled_toolsets"])
+        prefill = default_prefill(None, embedded=True, enabled=tuple(enabled or ()), dataset=False)
+        if prefill is not None:
+            defaults["prefill_messages"] = prefill
     if command == "process":
         defaults.update(
             ensure_scores_are_not_same=False,
@@ -142,9 +148,8 @@ def prepare(
     validate_config(
         env,
         inference,
-        known=wiring.known_names(),
+        spec_problems=wiring.problems(env, inference),
         modal_credentials=modal_credentials_configured(os.environ, home),
-        sandbox_token=SandboxCredentials.from_environ(os.environ).sandbox_token is not None,
     )
     notices = [n for n in [resolve_wandb(env, wandb_available=wandb_available)] if n]
     return parsed.command, env, inference, notices
@@ -183,6 +188,7 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
     from hermes_atropos_env.env import HermesAtroposEnv
 
     command, env, inference, notices = prepare(argv, wiring)
+    outputs = _new_outputs(command, env)
     for notice in notices:
         print(notice, file=sys.stderr)
     env.tokenizer_name = wiring.tokenizer_dir(inference)
@@ -197,7 +203,11 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
         f"wandb={'on' if env.use_wandb else 'off'}",
         file=sys.stderr,
     )
-    stopped_by = anyio.run(_run, command, env_obj)
+    try:
+        stopped_by = anyio.run(_run, command, env_obj)
+    except Exception as exc:
+        _remove_empty(outputs)
+        raise _user_error(command, env, root_error(exc)) from exc
     if stopped_by is not None:
         print(
             f"atropos_env: stopped by signal {stopped_by}; sandboxes and model released",
@@ -213,6 +223,40 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
             report = write_process_report(groups, env.tokenizer_name)
             print(f"wrote {report}", file=sys.stderr)
     return 0
+
+
+def _new_outputs(command: str, env: HermesAtroposEnvConfig) -> list[Path]:
+    """The files ``process`` will create (removed again if the run fails while they are
+    empty)."""
+    if command != "process" or not env.data_path_to_save_groups:
+        return []
+    jsonl = Path(env.data_path_to_save_groups)
+    return [p for p in (jsonl, jsonl.with_suffix(".html")) if not p.exists()]
+
+
+def _remove_empty(paths: Sequence[Path]) -> None:
+    for path in paths:
+        if path.is_file() and path.stat().st_size == 0:
+            path.unlink()
+
+
+def _user_error(command: str, env: HermesAtroposEnvConfig, error: BaseException) -> BaseException:
+    """The error to report for a failed run: an unreachable run-api (a connection error, maybe
+    the cause of atroposlib's retry error) says where it looked."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__
+    if command == "serve" and cause is not None:
+        return RunApiUnreachable(
+            f"cannot reach the Atropos run-api at {env.rollout_server_url} "
+            f"({type(cause).__name__}: {cause}); start it (`run-api --host 127.0.0.1 --port "
+            "8000`) or point --env.rollout_server_url at it"
+        )
+    return error
+
+
+class RunApiUnreachable(HermesError):
+    """``serve`` could not talk to the Atropos run-api."""
 
 
 def _drop_status_polling(record: logging.LogRecord) -> bool:
@@ -231,12 +275,15 @@ def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int
     if wiring is None:
         from hermes_atropos_env.wiring import HermesWiring
 
-        wiring = HermesWiring(SandboxCredentials.from_environ(os.environ))
+        wiring = HermesWiring(Credentials.from_environ(os.environ))
     try:
         return run(args, wiring)
-    except ConfigError as exc:
-        print(f"atropos_env: {exc}", file=sys.stderr)
-        return 2
-    except HermesError as exc:
-        print(f"atropos_env: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        error = root_error(exc)
+        if isinstance(error, ConfigError):
+            print(f"atropos_env: {error}", file=sys.stderr)
+            return 2
+        if isinstance(error, HermesError | OSError):
+            print(f"atropos_env: {type(error).__name__}: {error}", file=sys.stderr)
+            return 1
+        raise

@@ -60,6 +60,24 @@ def _check_names(model: type[BaseModel], namespace: str, values: Mapping[str, An
             raise ConfigError(f"unknown option --{namespace}.{name}{hint}")
 
 
+def _load_yaml(path: str) -> Any:
+    """The ``--config`` file's content; a missing or malformed file is a :class:`ConfigError`
+    naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"cannot read --config {path}: {reason}") from exc
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise ConfigError(
+            f"--config {path} is not valid YAML{line}: {getattr(exc, 'problem', None) or exc}"
+        ) from exc
+
+
 def parse_argv(argv: Sequence[str], commands: Sequence[str]) -> ParsedArgs:
     """Split ``COMMAND [--env.x v] [--openai.y v] [--config f]`` (``--a=b`` also accepted)."""
     if not argv or argv[0] not in commands:
@@ -89,7 +107,7 @@ def parse_argv(argv: Sequence[str], commands: Sequence[str]) -> ParsedArgs:
         flags[namespace][name] = value
     yaml_config: dict[str, Any] = {}
     if config_path is not None:
-        loaded = yaml.safe_load(Path(config_path).read_text(encoding="utf-8")) or {}
+        loaded = _load_yaml(config_path)
         if not isinstance(loaded, dict):
             raise ConfigError(f"{config_path}: expected a mapping with env: and openai: keys")
         yaml_config = loaded

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from atroposlib.envs.base import BaseEnvConfig  # type: ignore[import-untyped]
 from atroposlib.envs.server_handling.server_manager import APIServerConfig  # type: ignore[import-untyped]
+from hermes_loop import ServerType
 from pydantic import BaseModel, Field, model_validator
 
-ServerType = Literal["embedded", "openai", "sglang", "vllm", "llama_cpp"]
 ToolPoolMode = Literal["local", "bwrap", "docker", "modal", "nomad", "remote"]
 OverlongPolicy = Literal["drop", "truncate"]
 

@@ -1,31 +1,11 @@
-"""Credentials (never configuration): is a wandb key or a Modal token available, and the
-sandbox tokens (``$HERMES_SANDBOX_TOKEN`` for remote servers, ``$NOMAD_TOKEN`` for Nomad)."""
+"""Credentials (never configuration): is a wandb key or a Modal token available. The sandbox
+tokens are :class:`hermes_rollouts.Credentials`."""
 
 from __future__ import annotations
 
 import netrc
 from collections.abc import Mapping
 from pathlib import Path
-
-import attrs
-
-SANDBOX_TOKEN_VARIABLE = "HERMES_SANDBOX_TOKEN"
-NOMAD_TOKEN_VARIABLE = "NOMAD_TOKEN"
-
-
-@attrs.frozen(slots=True)
-class SandboxCredentials:
-    """The remote sandbox servers' bearer token and the Nomad ACL token; never printed."""
-
-    sandbox_token: str | None = attrs.field(default=None, repr=False)
-    nomad_token: str | None = attrs.field(default=None, repr=False)
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> SandboxCredentials:
-        return cls(
-            sandbox_token=environ.get(SANDBOX_TOKEN_VARIABLE) or None,
-            nomad_token=environ.get(NOMAD_TOKEN_VARIABLE) or None,
-        )
 
 
 def wandb_key_configured(environ: Mapping[str, str], home: Path) -> bool:

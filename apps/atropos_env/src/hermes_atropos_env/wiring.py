@@ -1,5 +1,9 @@
-"""The real :class:`~hermes_atropos_env.source.RolloutSource`: hermes-envs environment and
-rollout runner, hermes-sandbox pool and tools, hermes-loop agent loop and model, hermes-parsers.
+"""The adapter's ``--env.*``/``--openai.*`` options as a :class:`hermes_rollouts.RolloutSpec`,
+and a started session as the :class:`~hermes_atropos_env.source.RolloutSource` the Atropos
+environment rolls groups from.
+
+This is the one place the adapter's options meet the packages: a new package option (the
+embedded model's concurrency, a token server's logprob mode) is mapped in :func:`rollout_spec`.
 """
 
 from __future__ import annotations
@@ -7,140 +11,226 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
 
-from hermes_envs import (
-    RolloutRunner,
-    RunnerConfig,
-    ToolsetSelection,
-    default_registry,
-    with_system_prompt,
+from hermes_loop import ModelSpec
+from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
+from hermes_loop.embedded.model_file import resolve_model_path
+from hermes_protocols import Item, Message, ScoredRollout, TokenTrace
+from hermes_rollouts import Credentials, RolloutSession, open_session, spec_problems
+from hermes_rollouts.spec import (
+    AgentBudgets,
+    EnvironmentSpec,
+    PoolSpec,
+    RolloutSpec,
+    SamplingSpec,
+    ToolsetSpec,
 )
-from hermes_envs.prefill import load_prefill, with_prefill
-from hermes_loop import AgentLoop, LoopLimits
-from hermes_protocols import (
-    Environment,
-    Item,
-    Message,
-    SamplingParams,
-    ScoredRollout,
-    TokenTrace,
-)
-from hermes_sandbox import SlotPool
+from hermes_sandbox.factory import DEFAULT_NOMAD_JOB_PREFIX, SandboxSpec
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
-from hermes_atropos_env.credentials import SandboxCredentials
-from hermes_atropos_env.inference import ModelParts, embedded_tokenizer_dir, open_model
-from hermes_atropos_env.registry import environment_options, parser_names
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
-from hermes_atropos_env.sandboxes import (
-    TOOL_TIMEOUT_MARGIN_S,
-    build_backend,
-    build_toolsets,
-    pool_config,
-)
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
-from hermes_atropos_env.validation import KnownNames
+
+#: spec paths -> the adapter's options, for every error message
+OPTION_NAMES = {
+    "environment.name": "--env.environment",
+    "environment.prefill_messages": "--env.prefill_messages",
+    "toolsets.enabled": "--env.enabled_toolsets",
+    "toolsets.disabled": "--env.disabled_toolsets",
+    "toolsets.distribution": "--env.distribution",
+    "toolsets.command_timeout_s": "--env.terminal_timeout",
+    "budgets.max_turns": "--env.max_agent_turns",
+    "budgets.max_tokens_per_turn": "--env.max_tokens_per_turn",
+    "budgets.generation_timeout_s": "--openai.timeout",
+    "sampling.temperature": "--env.agent_temperature",
+    "parser": "--env.tool_call_parser",
+    "model.server_type": "--openai.server_type",
+    "model.base_url": "--openai.base_url",
+    "model.model": "--openai.model_name",
+    "model.tokenizer": "--openai.tokenizer_name",
+    "model.end_token_ids": "--openai.end_token_ids",
+    "model.server_logprob_mode": "--openai.server_logprob_mode",
+    "model.parse_content_tool_calls": "--openai.parse_content_tool_calls",
+    "model.gguf_path": "--openai.model_path",
+    "model.timeout_s": "--openai.timeout",
+    "model.context_tokens": "--env.max_token_length",
+    "sandbox.kind": "--env.tool_pool_mode",
+    "sandbox.image": "--env.sandbox_image",
+    "sandbox.urls": "--env.remote_urls",
+    "sandbox.token": "$HERMES_SANDBOX_TOKEN",
+    "sandbox.nomad_address": "--env.nomad_address",
+    "pool.slots_per_host": "--env.slots_per_container",
+    "pool.min_hosts": "--env.min_containers",
+    "pool.max_hosts": "--env.max_containers",
+}
 
 
-class HermesRolloutSource:
-    """Groups rolled out by the hermes-envs runner; toolsets resolved once per group."""
+def environment_options(env: HermesAtroposEnvConfig) -> dict[str, Any]:
+    """Environment config values derived from ``--env.dataset_*`` (empty = its defaults).
+
+    ``swe_smith_oracle``: a ``.jsonl`` path reads that file, any other name is a Hub dataset
+    (with ``dataset_split``); unset uses the shipped offline fixtures. ``terminal_bench``: a
+    ``.jsonl`` file of TB2 rows or a task directory, instead of the shipped sample tasks.
+    """
+    options: dict[str, Any] = {}
+    if env.environment == "terminal_bench" and env.dataset_name:
+        if Path(env.dataset_name).is_dir():
+            options.update(task_dirs=[env.dataset_name], include_samples=False)
+        else:
+            options.update(rows_path=env.dataset_name, include_samples=False)
+    if env.environment == "swe_smith_oracle" and env.dataset_name:
+        if env.dataset_name.endswith(".jsonl") or Path(env.dataset_name).is_file():
+            options.update(source="jsonl", jsonl_path=env.dataset_name)
+        else:
+            options.update(source="hf", hf_dataset=env.dataset_name, hf_split=env.dataset_split)
+    return options
+
+
+def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
+    """Modal uses the modal_* fields, other backends the *_containers fields; the pool is
+    ``--env.nomad_job_id`` on nomad, else ``atropos-<environment>``."""
+    mode = env.tool_pool_mode
+    if mode == "modal":
+        slots, low, high = (
+            env.modal_slots_per_sandbox,
+            env.modal_min_sandboxes,
+            env.modal_max_sandboxes,
+        )
+    else:
+        slots, low, high = env.slots_per_container, 0, env.max_containers
+        if mode in ("docker", "nomad", "remote"):
+            low = env.min_containers
+    name = env.nomad_job_id if mode == "nomad" and env.nomad_job_id else None
+    return PoolSpec(
+        name=name or f"atropos-{env.environment}".replace("_", "-"),
+        slots_per_host=slots,
+        min_hosts=low,
+        max_hosts=high,
+        idle_timeout_s=float(env.terminal_lifetime),
+        acquire_timeout_s=max(120.0, float(env.terminal_timeout)),
+    )
+
+
+def rollout_spec(
+    env: HermesAtroposEnvConfig, inference: InferenceConfig, credentials: Credentials
+) -> RolloutSpec:
+    """The adapter's options (and the sandbox credentials) as the assembly's spec."""
+    embedded = inference.server_type == "embedded"
+    modal = env.tool_pool_mode == "modal"
+    return RolloutSpec(
+        model=ModelSpec(
+            server_type=inference.server_type,
+            base_url=inference.base_url or None,
+            model=inference.model_name or None,
+            api_key=inference.api_key or None,
+            tokenizer=inference.tokenizer_name or None,
+            extra_body=env.extra_body,
+            timeout_s=inference.timeout,
+            context_tokens=env.max_token_length,
+            gguf_path=(inference.model_path or None) if embedded else None,
+            end_token_ids=inference.end_token_ids or None,
+            server_logprob_mode=inference.server_logprob_mode,
+            parse_content_tool_calls=inference.parse_content_tool_calls,
+        ),
+        sandbox=SandboxSpec(
+            kind=env.tool_pool_mode,
+            image=env.modal_image if modal else env.sandbox_image,
+            urls=tuple(env.remote_urls or ()),
+            token=credentials.sandbox_token,
+            nomad_address=env.nomad_address,
+            nomad_token=credentials.nomad_token,
+            # --env.nomad_job_id is the whole job id: it becomes the pool name, without prefix
+            nomad_job_prefix="" if env.nomad_job_id else DEFAULT_NOMAD_JOB_PREFIX,
+            cpu=env.modal_cpu,
+            memory_mb=env.modal_memory,
+            gpu=env.modal_gpu,
+            secrets=tuple(env.modal_secrets or ()),
+            idle_timeout_s=float(env.terminal_lifetime),
+        ),
+        pool=_pool_spec(env),
+        environment=EnvironmentSpec(
+            name=env.environment,
+            options=environment_options(env),
+            system_prompt=env.system_prompt,
+            prefill_messages=None if env.prefill_messages == "none" else env.prefill_messages,
+        ),
+        toolsets=ToolsetSpec(
+            enabled=env.enabled_toolsets,
+            disabled=env.disabled_toolsets or (),
+            distribution=env.distribution,
+            command_timeout_s=float(env.terminal_timeout),
+            max_command_timeout_s=float(env.terminal_lifetime),
+        ),
+        budgets=AgentBudgets(
+            max_turns=env.max_agent_turns,
+            max_tokens_per_turn=env.max_tokens_per_turn,
+            generation_timeout_s=inference.timeout,
+            agent_phase_timeout_s=float(env.terminal_lifetime),
+        ),
+        sampling=SamplingSpec(temperature=env.agent_temperature),
+        parser=env.tool_call_parser,
+    )
+
+
+class SessionSource:
+    """Groups from a started session: group ``k`` uses seed ``--env.seed + k`` for its
+    toolsets and, derived per member, for sampling."""
 
     def __init__(
-        self,
-        environment: Environment,
-        runner: RolloutRunner,
-        selection: ToolsetSelection,
-        retokenizer: ChatTemplateRetokenizer,
-        seed: int,
+        self, session: RolloutSession, retokenizer: ChatTemplateRetokenizer, seed: int
     ) -> None:
-        self._environment = environment
-        self._runner = runner
-        self._selection = selection
+        self._session = session
         self._retokenizer = retokenizer
         self._group_seeds = itertools.count(seed)
 
     @property
     def environment_name(self) -> str:
-        return self._environment.name
+        return self._session.environment_name
 
     def items(self, *, split: str, seed: int) -> Iterator[Item]:
-        return self._environment.items(seed=seed, split=split)
+        return self._session.items(split=split, seed=seed)
 
     async def run_group(self, item: Item, group_size: int) -> Sequence[ScoredRollout]:
-        return await self._runner.run_group(
-            item, selection=self._selection, seed=next(self._group_seeds), group_size=group_size
+        return await self._session.run_group(
+            item, seed=next(self._group_seeds), group_size=group_size
         )
 
     def retokenize(self, messages: Sequence[Message]) -> TokenTrace:
         return self._retokenizer(messages)
 
 
-def _agent(
-    env: HermesAtroposEnvConfig, parts: ModelParts, generation_timeout_s: float
-) -> AgentLoop:
-    return AgentLoop(
-        parts.model,
-        # no sampling seed: the members of a group must sample independently
-        sampling=SamplingParams(
-            temperature=env.agent_temperature, max_tokens=env.max_tokens_per_turn
-        ),
-        limits=LoopLimits(
-            max_turns=env.max_agent_turns,
-            max_tokens_per_turn=env.max_tokens_per_turn,
-            max_context_tokens=env.max_token_length - 1,
-            tool_timeout_s=env.terminal_timeout + TOOL_TIMEOUT_MARGIN_S,
-            generation_timeout_s=generation_timeout_s,
-        ),
-    )
-
-
 @asynccontextmanager
 async def open_hermes_source(
     env: HermesAtroposEnvConfig,
     inference: InferenceConfig,
-    credentials: SandboxCredentials | None = None,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[RolloutSource]:
     """Start pool and model for ``env``/``inference``; everything is released on exit."""
-    environment = with_system_prompt(
-        default_registry().create(env.environment, environment_options(env)), env.system_prompt
-    )
-    if env.prefill_messages and env.prefill_messages != "none":
-        environment = with_prefill(environment, load_prefill(env.prefill_messages))
-    toolsets = build_toolsets(env)
-    selection = ToolsetSelection(
-        enabled=env.enabled_toolsets,
-        disabled=env.disabled_toolsets or (),
-        distribution=env.distribution,
-    )
-    tools = [t.schema for ts in toolsets if ts.name in environment.toolsets for t in ts.tools]
-    runner_config = RunnerConfig(
-        group_size=env.group_size,
-        agent_timeout=float(env.terminal_lifetime),
-    )
-    async with (
-        SlotPool(build_backend(env, credentials or SandboxCredentials()), pool_config(env)) as pool,
-        open_model(env, inference) as parts,
-    ):
-        runner = RolloutRunner(
-            environment, pool, _agent(env, parts, inference.timeout), toolsets, config=runner_config
-        )
-        retokenizer = ChatTemplateRetokenizer(parts.tokenizer, parts.template, tools)
-        yield HermesRolloutSource(environment, runner, selection, retokenizer, env.seed)
+    spec = rollout_spec(env, inference, credentials or Credentials())
+    async with open_session(spec, option_names=OPTION_NAMES) as session:
+        tokenizer, template = session.tokenizer, session.template
+        assert tokenizer is not None  # token mode, or --openai.tokenizer_name (validated)
+        assert template is not None
+        retokenizer = ChatTemplateRetokenizer(tokenizer, template, session.tool_schemas)
+        yield SessionSource(session, retokenizer, env.seed)
 
 
 class HermesWiring:
-    """The CLI's view of the wired packages (names to validate, tokenizer, source factory);
-    ``credentials`` are the sandbox tokens (see :class:`SandboxCredentials.from_environ`)."""
+    """The CLI's view of the assembly: the spec's problems, the tokenizer directory, the
+    source factory; ``credentials`` are the sandbox tokens."""
 
-    def __init__(self, credentials: SandboxCredentials | None = None) -> None:
-        self._credentials = credentials or SandboxCredentials()
+    def __init__(self, credentials: Credentials | None = None) -> None:
+        self._credentials = credentials or Credentials()
 
-    def known_names(self) -> KnownNames:
-        return KnownNames(environments=default_registry().names(), parsers=parser_names())
+    def problems(self, env: HermesAtroposEnvConfig, inference: InferenceConfig) -> list[str]:
+        return spec_problems(rollout_spec(env, inference, self._credentials), OPTION_NAMES)
 
     def tokenizer_dir(self, inference: InferenceConfig) -> str:
         if inference.server_type == "embedded":
-            return embedded_tokenizer_dir(inference)
+            path = resolve_model_path(inference.model_path or None)
+            return str(export_hf_tokenizer(path, default_cache_dir()))
         return inference.tokenizer_name
 
     @property

@@ -16,8 +16,6 @@ from hermes_batch_runner.config import (
     load_config_file,
     resolve_for_resume,
 )
-from hermes_batch_runner.credentials import Credentials
-from hermes_batch_runner.dataset import DatasetEnvironment, LoadedDataset, load_dataset
 from hermes_batch_runner.engine import (
     Outcome,
     PlannedRollout,
@@ -28,7 +26,6 @@ from hermes_batch_runner.engine import (
 from hermes_batch_runner.errors import (
     BatchRunnerError,
     CorruptLogError,
-    DatasetError,
     OutputDirError,
     ResumeMismatch,
 )
@@ -50,11 +47,7 @@ __all__ = [
     "BatchRunnerError",
     "Components",
     "CorruptLogError",
-    "Credentials",
-    "DatasetEnvironment",
-    "DatasetError",
     "JsonlLog",
-    "LoadedDataset",
     "Outcome",
     "OutputDirError",
     "PlannedRollout",
@@ -78,7 +71,6 @@ __all__ = [
     "execute",
     "iter_records",
     "load_config_file",
-    "load_dataset",
     "main",
     "plan_rollouts",
     "prepare_run_dir",

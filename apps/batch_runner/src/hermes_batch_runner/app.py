@@ -36,6 +36,11 @@ from hermes_batch_runner.engine import (
 from hermes_batch_runner.errors import CorruptLogError
 from hermes_batch_runner.filters import WriteFilters
 from hermes_batch_runner.jsonl_log import JsonlLog, Recovery, RunLock, iter_records, recover_log
+from hermes_batch_runner.retry import (
+    HISTORY_FILE,
+    count_infrastructure_failures,
+    release_infrastructure_failures,
+)
 from hermes_batch_runner.run_dir import RunPaths, file_sha256, read_json, write_json_atomic
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
@@ -142,8 +147,12 @@ async def run_batch(
     console: Console,
     argv: list[str],
     handle_signals: bool = True,
+    retry_failed: bool = False,
 ) -> RunResult:
-    """Run (or resume) the batch described by ``config`` into ``paths``."""
+    """Run (or resume) the batch described by ``config`` into ``paths``.
+
+    A resumed run that is not finished retries the rollouts that failed for infrastructure
+    reasons; ``retry_failed`` does so on a finished run too (see :mod:`.retry`)."""
     started = time.perf_counter()
     with RunLock(paths.root):
         done, recoveries = await anyio.to_thread.run_sync(_recover_all, paths)
@@ -154,9 +163,26 @@ async def run_batch(
                     f"({recovery.dropped_bytes} bytes)[/]"
                 )
         recorded = read_json(paths.run) if resume else {}
-        if resume and len(done) >= int(recorded.get("expected", -1)) >= 0:
+        expected_before = int(recorded.get("expected", -1))
+        finished = resume and len(done) >= expected_before >= 0
+        if resume and (retry_failed or not finished):
+            retried = await anyio.to_thread.run_sync(release_infrastructure_failures, paths)
+            if retried:
+                done -= retried
+                finished = False
+                console.print(
+                    f"retrying {len(retried)} rollouts that failed for infrastructure reasons "
+                    f"(their failure records are kept in {HISTORY_FILE})"
+                )
+        if finished:
             # complete already: no need to load a model or start sandboxes
             console.print(f"resuming {paths.root}: all {len(done)} rollouts already done")
+            infra = await anyio.to_thread.run_sync(count_infrastructure_failures, paths)
+            if infra:
+                console.print(
+                    f"{infra} of them failed for infrastructure reasons; --retry-failed runs "
+                    "them again"
+                )
             session = SessionStats(wall_s=time.perf_counter() - started, rollouts=0,
                                    generated_tokens=0, active_s=0.0)  # fmt: skip
             title = f"{config.source} · {recorded.get('model', '')}"

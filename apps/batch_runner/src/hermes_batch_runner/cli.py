@@ -14,21 +14,20 @@ from typing import Any
 
 import anyio
 import attrs
+from hermes_loop import SERVER_TYPES
 from hermes_protocols import ConfigError, HermesError
+from hermes_rollouts import Credentials, load_dataset, root_error
 from rich.console import Console
 
 from hermes_batch_runner.app import EXIT_INTERRUPTED, RunResult, resume_command, run_batch
 from hermes_batch_runner.components import Wiring
 from hermes_batch_runner.config import (
     SANDBOXES,
-    SERVER_TYPES,
     RunConfig,
     config_from_options,
     load_config_file,
     resolve_for_resume,
 )
-from hermes_batch_runner.credentials import Credentials
-from hermes_batch_runner.dataset import load_dataset
 from hermes_batch_runner.errors import OutputDirError
 from hermes_batch_runner.run_dir import (
     RunPaths,
@@ -151,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument(
         "--resume", action="store_true", help="continue the run in --output (or the latest)"
     )
+    out.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="resume and run again the rollouts that failed for infrastructure reasons, even "
+        "when the run is finished (--resume does so for an unfinished run)",
+    )
     out.add_argument("--config", metavar="FILE", help="options from YAML/TOML (CLI wins)")
     out.add_argument("--concurrency", type=int, metavar="N", help="rollouts in flight (4)")
     out.add_argument(
@@ -180,14 +185,16 @@ class Resolved:
     resume: bool
     credentials: Credentials
     skipped: tuple[str, ...] = ()
+    retry_failed: bool = False
 
 
 def resolve(args: dict[str, Any]) -> Resolved:
     """Turn parsed arguments into the config, the prepared run directory and credentials."""
-    credentials = Credentials.from_args(
-        args.pop("api_key", None), args.pop("sandbox_token", None), os.environ
+    credentials = Credentials.from_environ(
+        os.environ, api_key=args.pop("api_key", None), sandbox_token=args.pop("sandbox_token", None)
     )
-    resume = bool(args.pop("resume", False))
+    retry_failed = bool(args.pop("retry_failed", False))
+    resume = bool(args.pop("resume", False)) or retry_failed
     explicit: dict[str, Any] = {}
     if "config" in args:
         explicit.update(load_config_file(args.pop("config")))
@@ -209,12 +216,22 @@ def resolve(args: dict[str, Any]) -> Resolved:
         config = config_from_options(explicit)
         root = Path(config.output) if config.output else default_run_dir(RUNS_DIR)
         config = attrs.evolve(config, output=str(root))
+    check_spec(config, credentials)
     skipped: tuple[str, ...] = ()
     if config.dataset:
         loaded = load_dataset(config.dataset, skip_bad_lines=config.on_bad_line == "skip")
         skipped = tuple(f"line {b.lineno}: {b.reason}" for b in loaded.bad_lines)
     paths = prepare_run_dir(root, resume=resume)
-    return Resolved(config, paths, resume, credentials, skipped)
+    return Resolved(config, paths, resume, credentials, skipped, retry_failed)
+
+
+def check_spec(config: RunConfig, credentials: Credentials) -> None:
+    """Every problem of the options at once (one ConfigError), before anything is created."""
+    from hermes_rollouts import validate
+
+    from hermes_batch_runner.wiring import OPTION_NAMES, rollout_spec
+
+    validate(rollout_spec(config, credentials), OPTION_NAMES)
 
 
 def _default_wiring(credentials: Credentials) -> Wiring:
@@ -288,19 +305,22 @@ def main(argv: Sequence[str] | None = None, *, wiring: Wiring | None = None) -> 
                 wiring=chosen,
                 console=console,
                 argv=arguments,
+                retry_failed=resolved.retry_failed,
             )
         )
     except KeyboardInterrupt:
         _discard_if_unstarted(paths)
         console.print("[yellow]interrupted before any rollout was written[/]")
         return EXIT_INTERRUPTED
-    except ConfigError as exc:
+    except Exception as exc:
+        error = root_error(exc)  # a task group's error, unwrapped
+        if not isinstance(error, HermesError | OSError):
+            raise
         _discard_if_unstarted(paths)
-        console.print(f"[red]error:[/] {exc}", highlight=False)
-        return EXIT_CONFIG
-    except (HermesError, OSError) as exc:
-        _discard_if_unstarted(paths)
-        console.print(f"[red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        if isinstance(error, ConfigError):
+            console.print(f"[red]error:[/] {error}", highlight=False)
+            return EXIT_CONFIG
+        console.print(f"[red]error:[/] {type(error).__name__}: {error}", highlight=False)
         if paths.run.exists():
             console.print(f"the run can be continued with: {resume_command(paths)}")
         return EXIT_FAILED

@@ -17,19 +17,17 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import cattrs
 import yaml  # type: ignore[import-untyped]
-from hermes_envs.prefill import demonstration_path
+from hermes_loop import SERVER_TYPES, ServerType
 from hermes_protocols import ConfigError, JSONObject
+from hermes_rollouts import default_prefill, default_toolsets
 from hermes_sandbox.factory import BACKEND_KINDS, BackendKind
 
 from hermes_batch_runner.errors import ResumeMismatch
 
 SandboxName: TypeAlias = BackendKind
-ServerType: TypeAlias = Literal["openai", "sglang", "vllm", "llama_cpp", "embedded"]
 SANDBOXES: tuple[str, ...] = BACKEND_KINDS
-SERVER_TYPES: tuple[str, ...] = ("openai", "sglang", "vllm", "llama_cpp", "embedded")
 DEFAULT_ENV = "endless_terminals"
-DEFAULT_ENV_ITEMS = 4
-EMBEDDED_TOOLSETS = ("terminal",)  # items of an environment when --num-items is not given
+DEFAULT_ENV_ITEMS = 4  # items of an environment when --num-items is not given
 
 #: Keys that may differ between a run and its resume.
 RUNTIME_KEYS: frozenset[str] = frozenset(
@@ -89,9 +87,9 @@ class RunConfig:
     )
     group_size: int = attrs.field(default=1, validator=_positive)
     concurrency: int = attrs.field(default=4, validator=_positive)
-    max_turns: int = attrs.field(default=4, validator=_positive)
-    max_tokens: int = attrs.field(default=160, validator=_positive)
-    temperature: float = attrs.field(default=0.7, validator=_non_negative)
+    max_turns: int = 4
+    max_tokens: int = 160
+    temperature: float = 0.7
     system_prompt: str | None = None
     prefill_messages: str | None = None
     toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
@@ -99,18 +97,18 @@ class RunConfig:
     distribution: str | None = None
     parser: str = "hermes"
     sandbox: SandboxName = attrs.field(default="bwrap", validator=_one_of(SANDBOXES))
-    sandbox_slots: int = attrs.field(default=4, validator=_positive)
-    sandbox_max_hosts: int = attrs.field(default=1, validator=_positive)
+    sandbox_slots: int = 4
+    sandbox_max_hosts: int = 1
     sandbox_image: str | None = None
     sandbox_url: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     sandbox_allow_network: bool = False
     nomad_address: str | None = None
-    command_timeout: float = attrs.field(default=30.0, validator=_positive)
+    command_timeout: float = 30.0
     rollout_timeout: float = attrs.field(default=600.0, validator=_positive)
     model_url: str | None = None
     model: str | None = None
     tokenizer: str | None = None
-    context_tokens: int = attrs.field(default=4096, validator=_positive)
+    context_tokens: int = 4096
     server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
     extra_body: JSONObject | None = None
     end_token_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_ids_or_none)
@@ -125,41 +123,27 @@ class RunConfig:
     drain_timeout: float = attrs.field(default=30.0, validator=_non_negative)
     progress: bool = True
 
-    def __attrs_post_init__(self) -> None:
-        if self.server_type != "embedded" and not self.model_url:
-            raise ConfigError(
-                f"--server-type {self.server_type} needs --model-url (the server's base URL); "
-                "omit --server-type to use the embedded model"
-            )
-        if self.toolsets and self.distribution:
-            raise ConfigError("give either --toolsets or --distribution, not both")
-        if self.sandbox == "remote" and not self.sandbox_url:
-            raise ConfigError("--sandbox remote needs --sandbox-url (one or more server URLs)")
-        if self.sandbox == "nomad" and not self.nomad_address:
-            raise ConfigError("--sandbox nomad needs --nomad-address (the Nomad HTTP API URL)")
-
     @property
     def enabled_toolsets(self) -> tuple[str, ...] | None:
-        """``--toolsets``; else terminal only for the embedded model (its small context and
-        CPU budget); else ``None``: the environment's own toolsets (or ``--distribution``)."""
-        if self.toolsets:
-            return self.toolsets
-        if self.distribution is None and self.server_type == "embedded" and not self.dataset:
-            return EMBEDDED_TOOLSETS
-        return None
+        """``--toolsets``; else terminal only for the embedded model on an environment; else
+        ``None``: the environment's own toolsets (or ``--distribution``)."""
+        return default_toolsets(
+            self.toolsets,
+            embedded=self.server_type == "embedded",
+            distribution=self.distribution,
+            dataset=self.dataset is not None,
+        )
 
     @property
     def prefill_file(self) -> str | None:
-        """``--prefill-messages``; ``none`` turns it off; by default the shipped terminal
-        demonstration when the embedded model runs an environment with the terminal tool (a
-        135M model calls no tool without one)."""
-        if self.prefill_messages == "none":
-            return None
-        if self.prefill_messages:
-            return self.prefill_messages
-        if self.enabled_toolsets == EMBEDDED_TOOLSETS and not self.dataset:
-            return str(demonstration_path("terminal"))
-        return None
+        """``--prefill-messages`` (``none`` = off); by default the shipped terminal
+        demonstration when the embedded model runs an environment with the terminal tool."""
+        return default_prefill(
+            self.prefill_messages,
+            embedded=self.server_type == "embedded",
+            enabled=self.enabled_toolsets,
+            dataset=self.dataset is not None,
+        )
 
     @property
     def in_flight(self) -> int:
@@ -244,8 +228,11 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         else:
             data = yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
-        kind = file.suffix[1:] or "YAML"
-        raise ConfigError(f"config file {file} is not valid {kind}: {exc}") from exc
+        kind = file.suffix[1:].upper() if file.suffix in (".toml", ".json") else "YAML"
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise ConfigError(f"config file {file} is not valid {kind}{where}: {reason}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -11,10 +11,6 @@ class BatchRunnerError(HermesError):
     """Base class for batch-runner failures that end a run with a clear message."""
 
 
-class DatasetError(ConfigError):
-    """A dataset file is missing or has invalid lines (with their line numbers)."""
-
-
 class OutputDirError(BatchRunnerError, OSError):
     """The output directory cannot be created or written."""
 

@@ -1,7 +1,11 @@
 """One finished rollout as the JSON object ``trajectories.jsonl`` holds.
 
 Fields: ``id``, ``env``, ``item``, ``group_index``, ``messages`` (OpenAI chat JSON),
-``conversations`` (ShareGPT ``from``/``value`` as hermes-agent writes them), ``reward``,
+``conversations`` (ShareGPT ``from``/``value`` as hermes-agent writes them, the tool list in the
+system turn), ``tools`` (the OpenAI schemas the model was given), ``system_prompt`` (that
+system turn), ``tool_stats`` (calls/successes/failures per tool), ``toolsets_used``,
+``prefill_messages`` (demonstration messages before the task; see
+:func:`hermes_rollouts.model_view`), ``reward``,
 ``metrics``, ``failure``, ``stop_reason``, ``tool_errors``, ``turns``, ``reasoning`` (per turn),
 ``timings``, ``model``, ``metadata``, and in token mode ``tokens``, ``masks``, ``logprobs``,
 ``token_source``, ``logprob_mode`` and ``drift``; ``sampling`` (sampling parameters, the
@@ -16,13 +20,13 @@ from typing import Any
 
 from hermes_protocols import (
     AgentResult,
-    ConversionError,
     JSONObject,
     ScoredRollout,
     ToolCallError,
     TurnStats,
 )
-from hermes_protocols.convert import messages_to_openai, record_converter, to_sharegpt
+from hermes_protocols.convert import messages_to_openai, record_converter
+from hermes_rollouts import model_view
 
 _CONVERTER = record_converter()
 
@@ -66,11 +70,6 @@ def _result_fields(result: AgentResult) -> JSONObject:
         "error": result.error,
         "sampling": result.metadata.get("sampling"),
     }
-    try:
-        out["conversations"] = to_sharegpt(result.messages)
-    except ConversionError as exc:
-        out["conversations"] = None
-        out["conversations_error"] = str(exc)
     if result.trace is not None:
         out["tokens"] = list(result.trace.ids)
         out["masks"] = list(result.trace.mask)
@@ -106,6 +105,7 @@ def rollout_record(rollout: ScoredRollout, *, record_id: str, model: str) -> JSO
         "tool_errors": [],
         "reasoning": [],
     }
+    record.update(model_view(rollout))
     if rollout.result is not None:
         record.update(_result_fields(rollout.result))
     if rollout.score is not None:

@@ -1,139 +1,76 @@
-"""The real components: hermes-envs environment and rollout runner, hermes-sandbox pool and
-tools, hermes-loop agent loop and model, hermes-parsers parser."""
+"""The batch runner's options as a :class:`hermes_rollouts.RolloutSpec`, and the session's
+rollouts as :class:`~hermes_batch_runner.components.Components`.
+
+This is the one place the runner's flags meet the packages: a new package option (a model's
+batch size, a token server's logprob mode) is mapped in :func:`rollout_spec`.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import shutil
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from hermes_envs import RolloutRunner, RunnerConfig, ToolsetSelection
-from hermes_loop import AgentLoop, LoopLimits
-from hermes_protocols import Environment, Item, SamplingParams, ScoredRollout, SlotPool, Toolset
-from hermes_sandbox import SlotPool as SandboxPool
+from hermes_loop import ModelSpec
+from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
+from hermes_loop.embedded.model_file import resolve_model_path
+from hermes_protocols import Item, ScoredRollout
+from hermes_rollouts import (
+    AgentBudgets,
+    Credentials,
+    EnvironmentSpec,
+    PoolSpec,
+    RolloutSession,
+    RolloutSpec,
+    SamplingSpec,
+    ToolsetSpec,
+    derive_seed,
+    open_session,
+)
+from hermes_sandbox.factory import SandboxSpec
 
 from hermes_batch_runner.config import RunConfig
-from hermes_batch_runner.credentials import Credentials
-from hermes_batch_runner.environments import build_environment
-from hermes_batch_runner.inference import ModelParts, open_model
 from hermes_batch_runner.records import rollout_id
-from hermes_batch_runner.sandboxes import build_backend, build_toolsets, pool_config
 
-#: seconds the loop's per-tool-call budget adds to --command-timeout
-TOOL_TIMEOUT_MARGIN_S = 15.0
 #: seconds the runner's agent phase adds to --rollout-timeout (the loop stops itself first)
 AGENT_PHASE_MARGIN_S = 60.0
 
-
-def rollout_seed(seed: int, record_id: str) -> int:
-    """A sampling seed per rollout: reproducible, and different for each group member."""
-    digest = hashlib.sha256(f"{seed}:{record_id}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
-
-
-class RunnerComponents:
-    """Rollouts through the hermes-envs runner; toolsets resolved once per item (group)."""
-
-    def __init__(
-        self,
-        config: RunConfig,
-        environment: Environment,
-        items: Sequence[Item],
-        pool: SlotPool,
-        parts: ModelParts,
-        toolsets: Sequence[Toolset],
-    ) -> None:
-        self._config = config
-        self._environment = environment
-        self._items = tuple(items)
-        self._pool = pool
-        self._parts = parts
-        self._toolsets = tuple(toolsets)
-        self._selection = ToolsetSelection(
-            enabled=config.enabled_toolsets,
-            disabled=config.disabled_toolsets,
-            distribution=config.distribution,
-        )
-        self._runner_config = RunnerConfig(
-            group_size=config.group_size,
-            agent_timeout=config.rollout_timeout + AGENT_PHASE_MARGIN_S,
-        )
-        self._chosen: dict[int, tuple[Toolset, ...]] = {}
-
-    @property
-    def env_name(self) -> str:
-        return self._environment.name
-
-    @property
-    def items(self) -> Sequence[Item]:
-        return self._items
-
-    @property
-    def model(self) -> str:
-        return self._parts.name
-
-    async def save_tokenizer(self, target: Path) -> bool:
-        """Copy the model's ``tokenizer.json`` to ``target`` (token text for the report)."""
-        directory = self._parts.tokenizer_dir
-        source = directory / "tokenizer.json" if directory is not None else None
-        if source is None or not source.is_file():
-            return False
-        await anyio.to_thread.run_sync(shutil.copyfile, source, target)
-        return True
-
-    @property
-    def model_parts(self) -> ModelParts:
-        """The loop's model (e.g. to reach the embedded backend in a benchmark)."""
-        return self._parts
-
-    def _agent(self, seed: int) -> AgentLoop:
-        config = self._config
-        return AgentLoop(
-            self._parts.model,
-            sampling=SamplingParams(
-                temperature=config.temperature, max_tokens=config.max_tokens, seed=seed
-            ),
-            limits=LoopLimits(
-                max_turns=config.max_turns,
-                max_tokens_per_turn=config.max_tokens,
-                max_context_tokens=config.context_tokens - 1,
-                rollout_timeout_s=config.rollout_timeout,
-                tool_timeout_s=config.command_timeout + TOOL_TIMEOUT_MARGIN_S,
-            ),
-        )
-
-    def _runner(self, seed: int) -> RolloutRunner:
-        return RolloutRunner(
-            self._environment,
-            self._pool,
-            self._agent(seed),
-            self._toolsets,
-            config=self._runner_config,
-        )
-
-    def check_toolsets(self) -> None:
-        """Resolve the first group's toolsets now, so a bad name fails before any rollout."""
-        if self._items:
-            self._group_toolsets(0)
-
-    def _group_toolsets(self, item_index: int) -> tuple[Toolset, ...]:
-        found = self._chosen.get(item_index)
-        if found is None:
-            found = self._runner(0).resolve_toolsets(
-                self._selection, seed=self._config.seed + item_index
-            )
-            self._chosen[item_index] = found
-        return found
-
-    async def run_one(self, item: Item, item_index: int, group_index: int) -> ScoredRollout:
-        record_id = rollout_id(self.env_name, item.id, group_index)
-        runner = self._runner(rollout_seed(self._config.seed, record_id))
-        return await runner.run_rollout(
-            item, self._group_toolsets(item_index), group_index=group_index
-        )
+#: spec paths -> this CLI's options, for every error message
+OPTION_NAMES = {
+    "environment.name": "--env",
+    "environment.dataset": "--dataset",
+    "environment.prefill_messages": "--prefill-messages",
+    "toolsets.enabled": "--toolsets",
+    "toolsets.disabled": "--disabled-toolsets",
+    "toolsets.distribution": "--distribution",
+    "toolsets.command_timeout_s": "--command-timeout",
+    "budgets.max_turns": "--max-turns",
+    "budgets.max_tokens_per_turn": "--max-tokens",
+    "budgets.rollout_timeout_s": "--rollout-timeout",
+    "sampling.temperature": "--temperature",
+    "parser": "--parser",
+    "model.server_type": "--server-type",
+    "model.base_url": "--model-url",
+    "model.model": "--model",
+    "model.gguf_path": "--model",
+    "model.tokenizer": "--tokenizer",
+    "model.end_token_ids": "--end-token-ids",
+    "model.server_logprob_mode": "--server-logprob-mode",
+    "model.parse_content_tool_calls": "--parse-tool-calls-from-content",
+    "model.context_tokens": "--context-tokens",
+    "model.timeout_s": "--rollout-timeout",
+    "sandbox.kind": "--sandbox",
+    "sandbox.image": "--sandbox-image",
+    "sandbox.urls": "--sandbox-url",
+    "sandbox.token": "--sandbox-token or $HERMES_SANDBOX_TOKEN",
+    "sandbox.nomad_address": "--nomad-address",
+    "pool.slots_per_host": "--sandbox-slots",
+    "pool.max_hosts": "--sandbox-max-hosts",
+}
 
 
 def pool_name(run_key: str) -> str:
@@ -142,16 +79,124 @@ def pool_name(run_key: str) -> str:
     return f"batch-{digest}"
 
 
+def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
+    """The run's options (and credentials) as the assembly's spec."""
+    embedded = config.server_type == "embedded"
+    return RolloutSpec(
+        model=ModelSpec(
+            server_type=config.server_type,
+            base_url=config.model_url,
+            model=None if embedded else config.model,
+            api_key=credentials.api_key,
+            tokenizer=config.tokenizer,
+            extra_body=config.extra_body,
+            timeout_s=config.rollout_timeout,
+            context_tokens=config.context_tokens,
+            gguf_path=config.model if embedded else None,
+            end_token_ids=config.end_token_ids,
+            server_logprob_mode=config.server_logprob_mode,
+            parse_content_tool_calls=config.parse_content_tool_calls,
+        ),
+        sandbox=SandboxSpec(
+            kind=config.sandbox,
+            image=config.sandbox_image,
+            allow_network=config.sandbox_allow_network,
+            urls=config.sandbox_url,
+            token=credentials.sandbox_token,
+            nomad_address=config.nomad_address,
+            nomad_token=credentials.nomad_token,
+            rollout_timeout_s=config.rollout_timeout,
+        ),
+        pool=PoolSpec(
+            name=pool_name(config.output or "default"),
+            slots_per_host=config.sandbox_slots,
+            max_hosts=config.sandbox_max_hosts,
+            acquire_timeout_s=max(120.0, config.rollout_timeout),
+        ),
+        environment=EnvironmentSpec(
+            name=config.env,
+            dataset=config.dataset,
+            skip_bad_lines=config.on_bad_line == "skip",
+            system_prompt=config.system_prompt,
+            prefill_messages=config.prefill_file,
+        ),
+        toolsets=ToolsetSpec(
+            enabled=config.enabled_toolsets,
+            disabled=config.disabled_toolsets,
+            distribution=config.distribution,
+            command_timeout_s=config.command_timeout,
+        ),
+        budgets=AgentBudgets(
+            max_turns=config.max_turns,
+            max_tokens_per_turn=config.max_tokens,
+            rollout_timeout_s=config.rollout_timeout,
+            agent_phase_timeout_s=config.rollout_timeout + AGENT_PHASE_MARGIN_S,
+        ),
+        sampling=SamplingSpec(temperature=config.temperature),
+        parser=config.parser,
+    )
+
+
+class SessionComponents:
+    """The run's items and rollouts from a started session: rollout ``r`` samples with a seed
+    derived from ``--seed`` and its record id; item ``k``'s group draws its toolsets with
+    ``--seed + k``."""
+
+    def __init__(self, config: RunConfig, session: RolloutSession) -> None:
+        self._config = config
+        self._seed = config.seed
+        self.session = session
+        items = session.items(seed=config.seed)
+        limit = config.item_limit
+        self._items = tuple(items if limit is None else itertools.islice(items, limit))
+
+    @property
+    def env_name(self) -> str:
+        return self.session.environment_name
+
+    @property
+    def items(self) -> Sequence[Item]:
+        return self._items
+
+    @property
+    def model(self) -> str:
+        return self.session.model_name
+
+    async def save_tokenizer(self, target: Path) -> bool:
+        """Copy the model's ``tokenizer.json`` (``--tokenizer``, or the embedded model's
+        export) to ``target``, so the report shows token text; ``False`` when there is none."""
+        config = self._config
+        if config.tokenizer:
+            directory: Path | None = Path(config.tokenizer)
+        elif config.server_type == "embedded":
+            model_path = resolve_model_path(config.model)
+            directory = await anyio.to_thread.run_sync(
+                export_hf_tokenizer, model_path, default_cache_dir()
+            )
+        else:
+            directory = None
+        source = directory / "tokenizer.json" if directory is not None else None
+        if source is None or not source.is_file():
+            return False
+        await anyio.to_thread.run_sync(shutil.copyfile, source, target)
+        return True
+
+    async def run_one(self, item: Item, item_index: int, group_index: int) -> ScoredRollout:
+        record_id = rollout_id(self.env_name, item.id, group_index)
+        return await self.session.run_rollout(
+            item,
+            seed=derive_seed(self._seed, record_id),
+            group_index=group_index,
+            toolsets=self.session.toolsets_for(self._seed + item_index),
+        )
+
+
 @asynccontextmanager
 async def real_components(
     config: RunConfig, *, credentials: Credentials
-) -> AsyncIterator[RunnerComponents]:
-    """Build everything a run needs; the pool and the model are released on exit."""
-    environment, items = build_environment(config)
-    toolsets = build_toolsets(config)
-    backend = build_backend(config, credentials)
-    pool_cfg = pool_config(config, pool_name(config.output or "default"))
-    async with open_model(config, credentials) as parts, SandboxPool(backend, pool_cfg) as pool:
-        components = RunnerComponents(config, environment, items, pool, parts, toolsets)
-        components.check_toolsets()
-        yield components
+) -> AsyncIterator[SessionComponents]:
+    """Open the session of ``config``; the pool and the model are released on exit."""
+    async with open_session(
+        rollout_spec(config, credentials), option_names=OPTION_NAMES
+    ) as session:
+        yield SessionComponents(config, session)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hermes_protocols import HermesError
+from hermes_protocols import ConfigError, HermesError
 
 
 class PhaseTimeout(HermesError, TimeoutError):
@@ -21,5 +21,6 @@ class SetupError(HermesError):
     """A workspace could not be prepared (a command failed, a repository is unreachable)."""
 
 
-class DatasetError(HermesError):
-    """A dataset row or task directory is malformed or cannot be loaded."""
+class DatasetError(ConfigError):
+    """A dataset file, row or task directory is malformed or cannot be loaded (the user's
+    input: the message names the file and what to fix)."""

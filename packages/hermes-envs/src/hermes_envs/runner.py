@@ -30,8 +30,10 @@ from hermes_protocols import (
     Slot,
     SlotPool,
     StopReason,
+    ToolSchema,
     Toolset,
 )
+from hermes_protocols.convert import tools_to_openai
 
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.errors import PhaseTimeout
@@ -86,6 +88,15 @@ class _InfraFailure(Exception):
         super().__init__(f"{phase}: {message}")
         self.phase = phase
         self.message = message
+
+
+def _schemas(toolsets: Sequence[Toolset]) -> list[ToolSchema]:
+    """The schemas of ``toolsets`` in order, the first of each name (as the executor binds)."""
+    seen: dict[str, ToolSchema] = {}
+    for toolset in toolsets:
+        for tool in toolset.tools:
+            seen.setdefault(tool.schema.name, tool.schema)
+    return list(seen.values())
 
 
 def _describe(exc: BaseException) -> str:
@@ -227,17 +238,28 @@ class RolloutRunner:
         return RunSummary(mean_reward=mean, **counts)
 
     async def run_rollout(
-        self, item: Item, toolsets: Sequence[Toolset], *, group_index: int = 0
+        self,
+        item: Item,
+        toolsets: Sequence[Toolset],
+        *,
+        group_index: int = 0,
+        seed: int | None = None,
     ) -> ScoredRollout:
-        """One rollout with infrastructure retries; never raises for infrastructure failures."""
+        """One rollout with infrastructure retries; never raises for infrastructure failures.
+
+        ``seed`` is the rollout's sampling seed (``None``: the agent's own)."""
         rollout_id = f"{self.env.name}/{item.id}/{group_index}"
+        shown = {  # what the model is told: the tools of its toolsets, as OpenAI schemas
+            "toolsets": [t.name for t in toolsets],
+            "tools": tools_to_openai(_schemas(toolsets)),
+        }
         last: _InfraFailure | None = None
         attempts = 0
         for attempt in range(1, self.config.max_attempts + 1):
             attempts = attempt
             try:
                 result, score, timings, workspace = await self._attempt(
-                    item, toolsets, f"{rollout_id}#{attempt}"
+                    item, toolsets, f"{rollout_id}#{attempt}", seed
                 )
             except _InfraFailure as failure:
                 last = failure
@@ -260,11 +282,7 @@ class RolloutRunner:
                 result=result,
                 score=score,
                 timings=timings,
-                metadata={
-                    "toolsets": [t.name for t in toolsets],
-                    "attempts": attempt,
-                    "workspace": workspace,
-                },
+                metadata={**shown, "attempts": attempt, "workspace": workspace},
             )
         assert last is not None
         return ScoredRollout(
@@ -280,11 +298,11 @@ class RolloutRunner:
                 message=last.message,
                 attempts=attempts,
             ),
-            metadata={"toolsets": [t.name for t in toolsets], "attempts": attempts},
+            metadata={**shown, "attempts": attempts},
         )
 
     async def _attempt(
-        self, item: Item, toolsets: Sequence[Toolset], trajectory_id: str
+        self, item: Item, toolsets: Sequence[Toolset], trajectory_id: str, seed: int | None
     ) -> _Attempt:
         cfg = self.config
         timings: dict[str, float] = {}
@@ -295,7 +313,7 @@ class RolloutRunner:
             raise _InfraFailure("acquire", _describe(exc)) from exc
         timings["acquire_s"] = time.perf_counter() - start
         try:
-            return await self._on_slot(item, toolsets, slot, timings)
+            return await self._on_slot(item, toolsets, slot, timings, seed)
         finally:
             released = time.perf_counter()
             with anyio.move_on_after(cfg.release_timeout, shield=True) as scope:
@@ -308,15 +326,25 @@ class RolloutRunner:
             timings["release_s"] = time.perf_counter() - released
 
     async def _on_slot(
-        self, item: Item, toolsets: Sequence[Toolset], slot: Slot, timings: dict[str, float]
+        self,
+        item: Item,
+        toolsets: Sequence[Toolset],
+        slot: Slot,
+        timings: dict[str, float],
+        seed: int | None,
     ) -> _Attempt:
         with anyio.CancelScope() as scope:
             clock = _PhaseClock(scope, timings)
-            return await self._phases(item, toolsets, slot, clock)
+            return await self._phases(item, toolsets, slot, clock, seed)
         raise _InfraFailure(clock.name, _describe(PhaseTimeout(clock.name, clock.timeout)))
 
     async def _phases(
-        self, item: Item, toolsets: Sequence[Toolset], slot: Slot, clock: _PhaseClock
+        self,
+        item: Item,
+        toolsets: Sequence[Toolset],
+        slot: Slot,
+        clock: _PhaseClock,
+        seed: int | None,
     ) -> _Attempt:
         cfg = self.config
         metadata = await clock.run("setup", cfg.setup_timeout, self.env.setup_workspace(item, slot))
@@ -328,6 +356,7 @@ class RolloutRunner:
                 self.env.prompt(item),
                 tools=[t.schema for t in executor.tools],
                 executor=executor,
+                seed=seed,
             ),
         )
         if executor.sandbox_errors:

@@ -12,6 +12,7 @@ import attrs
 from hermes_protocols import (
     AgentResult,
     BackendTimeout,
+    HermesError,
     JSONObject,
     Message,
     SamplingParams,
@@ -43,6 +44,7 @@ class _Rollout:
     """Mutable state of one rollout, so a partial result survives any stop."""
 
     messages: list[Message]
+    sampling: SamplingParams
     session: Session | None = None
     turns: int = 0
     stop: StopReason | None = None
@@ -85,14 +87,18 @@ class AgentLoop:
         tools: Sequence[ToolSchema],
         executor: ToolExecutor,
         cancel: anyio.Event | None = None,
+        seed: int | None = None,
     ) -> AgentResult:
         """Run one rollout to a stop reason and return everything it produced.
+
+        ``seed`` replaces the sampling seed of this rollout (``None``: the loop's own).
 
         Setting ``cancel`` ends the rollout promptly with ``cancelled`` and the partial result.
         Cancelling the calling task (anyio cancel scope) propagates as usual, leaving no task
         behind.
         """
-        state = _Rollout(messages=list(messages))
+        sampling = self.sampling if seed is None else attrs.evolve(self.sampling, seed=seed)
+        state = _Rollout(messages=list(messages), sampling=sampling)
         limit = self.limits.rollout_timeout_s
         deadline = anyio.current_time() + limit if limit is not None else math.inf
         with anyio.CancelScope(deadline=deadline) as scope:
@@ -129,9 +135,9 @@ class AgentLoop:
     ) -> None:
         limits = self.limits
         try:
-            session = self.model.open(state.messages, tools, self.sampling)
+            session = self.model.open(state.messages, tools, state.sampling)
             await session.start()
-        except Exception as exc:
+        except HermesError as exc:  # a backend's failure; anything else is a bug and raises
             state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
             return
         state.session = session
@@ -159,7 +165,7 @@ class AgentLoop:
                     out = await session.generate(turn, max_tokens)
                 else:
                     out = await _generate_within(session, turn, max_tokens, gen_timeout)
-            except Exception as exc:
+            except HermesError as exc:  # a backend's failure; anything else is a bug and raises
                 state.stop, state.error = StopReason.BACKEND_ERROR, f"{type(exc).__name__}: {exc}"
                 return
             generated = time.perf_counter()
@@ -210,7 +216,7 @@ class AgentLoop:
             state.messages.extend(tool_messages)
             try:
                 await session.add_tool_messages(tool_messages)
-            except Exception as exc:  # e.g. a template that cannot be bridged token-exactly
+            except HermesError as exc:  # e.g. a template that cannot be bridged token-exactly
                 state.stop = StopReason.BACKEND_ERROR
                 state.error = f"cannot append tool results: {type(exc).__name__}: {exc}"
                 return

@@ -17,6 +17,7 @@ import anyio
 import attrs
 import jsonschema  # type: ignore[import-untyped]
 from hermes_protocols import (
+    HermesError,
     ToolCall,
     ToolCallError,
     ToolErrorKind,
@@ -224,7 +225,7 @@ async def run_call(
                 result = await executor(pending.call.name, pending.arguments)
     except TimeoutError as exc:  # the tool's own timeout (e.g. a sandbox command)
         return _failure(pending, turn, ToolErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}")
-    except Exception as exc:
+    except (HermesError, OSError) as exc:  # a tool's or sandbox's failure; a bug raises
         return _failure(
             pending, turn, ToolErrorKind.EXECUTION_ERROR, f"{type(exc).__name__}: {exc}"
         )

@@ -91,7 +91,8 @@ class AgentResult:
 @runtime_checkable
 class Agent(Protocol):
     """Runs one rollout: messages and tools in, :class:`AgentResult` out, never raising for
-    backend or tool failures (they end up in the result)."""
+    backend or tool failures (they end up in the result). ``seed`` (when given) replaces the
+    sampling seed of this rollout only, so one agent serves rollouts with different seeds."""
 
     async def run(
         self,
@@ -99,4 +100,5 @@ class Agent(Protocol):
         *,
         tools: Sequence[ToolSchema],
         executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult: ...

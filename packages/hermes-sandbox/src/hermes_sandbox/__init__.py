@@ -1,6 +1,6 @@
 """hermes-sandbox: a leak-proof slot pool over sandbox backends, and the agent's tools.
 
-``SlotPool`` hands out slots of hosts started by a backend (``BwrapBackend`` is the default
+``SandboxPool`` hands out slots of hosts started by a backend (``BwrapBackend`` is the default
 and isolates every command; ``LocalBackend`` does not isolate). Tools (``terminal``,
 ``read_file``, ``write_file``, ``patch``, ``search_files``) run against a slot.
 
@@ -22,16 +22,14 @@ from hermes_sandbox.backends.directory_host import DirectoryHost
 from hermes_sandbox.backends.local import LocalBackend, LocalConfig, LocalSlot
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.limits import ResourceLimits
-from hermes_sandbox.pool import PoolConfig, SlotPool
+from hermes_sandbox.pool import PoolConfig, SandboxPool
 from hermes_sandbox.tools import (
     NamedToolset,
     PatchTool,
     ReadFileTool,
     SearchFilesTool,
-    SlotToolExecutor,
     TerminalTool,
     WriteFileTool,
-    bind_tools,
     default_toolsets,
     file_toolset,
     resolve_tools,
@@ -120,14 +118,12 @@ __all__ = [
     "RemoteSlot",
     "RemoteTimeouts",
     "ResourceLimits",
+    "SandboxPool",
     "SearchFilesTool",
     "ServerConfig",
     "SlotEnv",
-    "SlotPool",
-    "SlotToolExecutor",
     "TerminalTool",
     "WriteFileTool",
-    "bind_tools",
     "bwrap_binary",
     "create_app",
     "default_toolsets",

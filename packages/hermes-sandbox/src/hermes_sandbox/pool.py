@@ -40,7 +40,7 @@ class _HostEntry:
 
 @attrs.frozen(slots=True)
 class PoolConfig:
-    """Sizing and timing of a :class:`SlotPool` (seconds for every duration)."""
+    """Sizing and timing of a :class:`SandboxPool` (seconds for every duration)."""
 
     name: str = "hermes"
     slots_per_host: int = 4
@@ -67,10 +67,10 @@ class PoolConfig:
                 raise ConfigError(f"{field} must be positive")
 
 
-class SlotPool:
-    """Hands out slots of hosts started by ``backend``; implements ``hermes_protocols.SlotPool``.
+class SandboxPool:
+    """Hands out slots of hosts started by ``backend``; implements ``hermes_protocols.SandboxPool``.
 
-    Use it as ``async with SlotPool(backend, PoolConfig(...)) as pool``. ``acquire`` returns
+    Use it as ``async with SandboxPool(backend, PoolConfig(...)) as pool``. ``acquire`` returns
     the backend's slot object itself (so it also offers ``FileTransfer`` when the backend does).
     """
 
@@ -92,9 +92,9 @@ class SlotPool:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def __aenter__(self) -> SlotPool:
+    async def __aenter__(self) -> SandboxPool:
         if self._tg is not None or self._closed:
-            raise SandboxError("a SlotPool can be entered only once")
+            raise SandboxError("a SandboxPool can be entered only once")
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:

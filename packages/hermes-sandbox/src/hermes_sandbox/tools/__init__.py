@@ -1,6 +1,6 @@
-"""The agent's tools, bound to a slot: terminal, read_file, write_file, patch, search_files."""
+"""The agent's tools, each called with a slot: terminal, read_file, write_file, patch,
+search_files. The executor that binds a toolset to a slot is ``hermes_envs.SlotToolExecutor``."""
 
-from hermes_sandbox.tools.executor import SlotToolExecutor, bind_tools
 from hermes_sandbox.tools.files import PatchTool, ReadFileTool, WriteFileTool
 from hermes_sandbox.tools.search import SearchFilesTool
 from hermes_sandbox.tools.terminal import TerminalTool
@@ -17,10 +17,8 @@ __all__ = [
     "PatchTool",
     "ReadFileTool",
     "SearchFilesTool",
-    "SlotToolExecutor",
     "TerminalTool",
     "WriteFileTool",
-    "bind_tools",
     "default_toolsets",
     "file_toolset",
     "resolve_tools",

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from hermes_batch_runner.dataset import DatasetEnvironment, load_dataset
-from hermes_batch_runner.errors import DatasetError
+from hermes_envs import DatasetError
 from hermes_protocols import Item
+from hermes_rollouts import DatasetEnvironment, load_dataset
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -74,3 +74,10 @@ def test_dataset_environment_prompts_with_the_line_prompt() -> None:
     messages = env.prompt(next(env.items(seed=0)))
     assert [(m.role, m.content) for m in messages] == [("system", "sys"), ("user", "do it")]
     assert env.toolsets == ("terminal",)
+
+
+def test_ids_that_collide_with_a_suffix_stay_distinct(tmp_path: Path) -> None:
+    lines = [json.dumps({"prompt": str(n), "id": i}) for n, i in enumerate(["a", "a", "a-2"])]
+    loaded = load_dataset(_write(tmp_path / "d.jsonl", lines), skip_bad_lines=False)
+    assert [i.id for i in loaded.items] == ["a", "a-2", "a-2-2"]
+    assert [i.data["prompt"] for i in loaded.items] == ["0", "1", "2"]

@@ -2,8 +2,10 @@
 
 One JSON object per line: ``prompt`` (required, non-empty string), optional ``image`` /
 ``docker_image`` / ``cwd`` (strings) and ``id`` (string or integer). Item ids are the ``id``
-field when given, else a hash of the line's content (stable when lines are reordered; a repeated
-line gets ``-2``, ``-3``, ...). Invalid lines are reported with their line number.
+field when given, else a hash of the line's content (stable when lines are reordered). Ids are
+unique: an id already taken (a repeated line, a repeated ``id``) gets the first free ``-2``,
+``-3``, ... suffix, so ``a``, ``a``, ``a-2`` load as ``a``, ``a-2``, ``a-2-2``. Invalid lines are
+reported with their line number.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from hermes_envs import DatasetError
 from hermes_protocols import AgentResult, Item, JSONObject, Message, RewardContext, Score, Slot
-
-from hermes_batch_runner.errors import DatasetError
 
 _OPTIONAL_STRINGS = ("image", "docker_image", "cwd", "system_prompt")
 
@@ -58,7 +59,7 @@ def load_dataset(path: str | Path, *, skip_bad_lines: bool) -> LoadedDataset:
         raise DatasetError(f"cannot read dataset {file}: {exc}") from exc
     items: list[Item] = []
     bad: list[BadLine] = []
-    seen: dict[str, int] = {}
+    used: set[str] = set()
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -71,9 +72,8 @@ def load_dataset(path: str | Path, *, skip_bad_lines: bool) -> LoadedDataset:
         if problem is not None:
             bad.append(BadLine(lineno, problem))
             continue
-        base = str(value["id"]) if "id" in value else _content_id(value)
-        seen[base] = seen.get(base, 0) + 1
-        item_id = base if seen[base] == 1 else f"{base}-{seen[base]}"
+        item_id = _free_id(str(value["id"]) if "id" in value else _content_id(value), used)
+        used.add(item_id)
         data: JSONObject = {k: v for k, v in value.items() if k != "id"}
         data["line"] = lineno
         items.append(Item(id=item_id, data=data))
@@ -87,6 +87,14 @@ def load_dataset(path: str | Path, *, skip_bad_lines: bool) -> LoadedDataset:
     if not items:
         raise DatasetError(f"{file}: no valid items")
     return LoadedDataset(tuple(items), tuple(bad))
+
+
+def _free_id(base: str, used: set[str]) -> str:
+    candidate, suffix = base, 1
+    while candidate in used:
+        suffix += 1
+        candidate = f"{base}-{suffix}"
+    return candidate
 
 
 def _content_id(value: Mapping[str, Any]) -> str:

@@ -1,0 +1,71 @@
+"""hermes-rollouts: the assembly layer. One typed :class:`RolloutSpec` -> a started
+:class:`RolloutSession` (sandbox pool + model + tools + agent loop + rollout runner).
+
+It imports the five packages; none of them imports it (import-linter contract). Both apps map
+their options onto the spec and the session's results onto their output formats.
+"""
+
+from hermes_rollouts.boundary import root_error
+from hermes_rollouts.credentials import Credentials
+from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
+from hermes_rollouts.environment import (
+    EMBEDDED_TOOLSETS,
+    build_environment,
+    default_prefill,
+    default_toolsets,
+)
+from hermes_rollouts.preflight import PreflightError
+from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
+from hermes_rollouts.session import (
+    RolloutSession,
+    derive_seed,
+    get_parser,
+    open_session,
+)
+from hermes_rollouts.spec import (
+    AgentBudgets,
+    EnvironmentSpec,
+    PoolSpec,
+    RolloutSpec,
+    SamplingSpec,
+    ToolsetSpec,
+)
+from hermes_rollouts.validation import (
+    TOOLSET_NAMES,
+    environment_names,
+    parser_names,
+    spec_problems,
+    validate,
+)
+
+__all__ = [
+    "EMBEDDED_TOOLSETS",
+    "TOOLSET_NAMES",
+    "AgentBudgets",
+    "Credentials",
+    "DatasetEnvironment",
+    "EnvironmentSpec",
+    "LoadedDataset",
+    "PoolSpec",
+    "PreflightError",
+    "RolloutSession",
+    "RolloutSpec",
+    "SamplingSpec",
+    "ToolsetSpec",
+    "build_environment",
+    "conversations",
+    "default_prefill",
+    "default_toolsets",
+    "derive_seed",
+    "environment_names",
+    "get_parser",
+    "load_dataset",
+    "model_view",
+    "open_session",
+    "parser_names",
+    "root_error",
+    "spec_problems",
+    "system_prompt",
+    "tool_stats",
+    "validate",
+]
