@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from hermes_protocols import BackendError, FinishReason, Generation, SamplingParams
 
+from hermes_loop.embedded.runtime import FloatArray
 from hermes_loop.embedded.sampling import TokenSampler
 
 
@@ -82,18 +83,19 @@ class GenerateRequest(Request):
 
 
 class ScoreRequest(Request):
-    """Teacher-forced logprobs of ``prompt[start:]`` from an empty sequence."""
+    """Teacher-forced logits rows for ``prompt[start:]`` (row ``i`` predicts
+    ``prompt[start + i]``), evaluated from an empty sequence."""
 
     def __init__(self, ids: Sequence[int], start: int) -> None:
         super().__init__(ids)
         self.start = start
-        self._logprobs: list[float] | None = None
+        self._rows: FloatArray | None = None
 
-    def finish_with(self, logprobs: list[float]) -> None:
-        self._logprobs = logprobs
+    def finish_with(self, rows: FloatArray) -> None:
+        self._rows = rows
         self.done.set()
 
-    def outcome(self) -> list[float]:
+    def outcome(self) -> FloatArray:
         self._raise_error()
-        assert self._logprobs is not None
-        return self._logprobs
+        assert self._rows is not None
+        return self._rows

@@ -24,7 +24,6 @@ from hermes_protocols import BackendError
 
 from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
 from hermes_loop.embedded.runtime import BatchEntry, KVCacheFull, LlamaRuntime
-from hermes_loop.embedded.sampling import log_softmax
 
 #: how long the idle thread sleeps between checks of its stop flag (it is woken on new work)
 _IDLE_POLL_S = 1.0
@@ -149,9 +148,7 @@ class BatchScheduler:
                 rows = runtime.feed(request.prompt, all_logits=True, seq=seq)
             finally:
                 runtime.truncate(0, seq)
-            logprobs = log_softmax(rows[request.start - 1 : len(request.prompt) - 1])
-            targets = request.prompt[request.start :]
-            request.finish_with([float(logprobs[i, t]) for i, t in enumerate(targets)])
+            request.finish_with(rows[request.start - 1 : len(request.prompt) - 1])
         except Exception as exc:
             request.fail(exc)
         finally:

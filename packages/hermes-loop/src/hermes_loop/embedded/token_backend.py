@@ -29,12 +29,13 @@ from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
 from hermes_loop.embedded.runtime import (
     BATCH_INVARIANT_UBATCH,
     EmbeddedContextOverflow,
+    FloatArray,
     LlamaRuntime,
 )
-from hermes_loop.embedded.sampling import check_sampling
+from hermes_loop.embedded.sampling import check_sampling, log_softmax
 from hermes_loop.embedded.scheduler import BatchScheduler
 
-_T = TypeVar("_T", Generation, list[float])
+_T = TypeVar("_T", Generation, FloatArray)
 
 
 class EmbeddedTokenBackend:
@@ -161,11 +162,18 @@ class EmbeddedTokenBackend:
         return generation
 
     async def score(self, ids: Sequence[int], *, start: int = 1) -> list[float]:
-        """Teacher-forced logprobs of ``ids[start:]``, each given all ids before it.
+        """Teacher-forced raw logprobs of ``ids[start:]``, each given all ids before it.
 
         Evaluates the whole sequence in one pass from an empty sequence (the reference a
-        trainer computes); element ``i`` is the raw logprob of ``ids[start + i]``.
+        trainer computes); element ``i`` is ``log_softmax`` of ``ids[start + i]``.
         """
+        rows = await self.teacher_logits(ids, start=start)
+        targets = list(ids[start:])
+        return await anyio.to_thread.run_sync(_pick_logprobs, rows, targets)
+
+    async def teacher_logits(self, ids: Sequence[int], *, start: int = 1) -> FloatArray:
+        """Teacher-forced logits: row ``i`` is the distribution of ``ids[start + i]`` given the
+        ids before it (shape ``(len(ids) - start, n_vocab)``), from one pass over ``ids``."""
         checked = self._checked_ids(ids)
         if not 1 <= start <= len(checked):
             raise ConfigError(f"start must be in [1, {len(checked)}], got {start}")
@@ -194,8 +202,10 @@ class EmbeddedTokenBackend:
                 if self._closing:
                     raise BackendError("the embedded backend is closed")
                 self._scheduler.submit(request)
+                # the thread's own bound only backs up the one above, which fires first
+                backstop = None if self.timeout_s is None else self.timeout_s + 5.0
                 await anyio.to_thread.run_sync(
-                    request.wait, self.timeout_s, abandon_on_cancel=True, limiter=self._waiters
+                    request.wait, backstop, abandon_on_cancel=True, limiter=self._waiters
                 )
         except TimeoutError as exc:
             raise BackendTimeout(
@@ -205,3 +215,8 @@ class EmbeddedTokenBackend:
         finally:
             request.cancel.set()  # no effect once finished; otherwise frees its sequence
         return outcome()
+
+
+def _pick_logprobs(rows: FloatArray, targets: list[int]) -> list[float]:
+    logprobs = log_softmax(rows)
+    return [float(logprobs[i, t]) for i, t in enumerate(targets)]
