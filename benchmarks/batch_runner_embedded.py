@@ -9,11 +9,13 @@ has its own sequence in the continuous-batching scheduler:
         --num-items 8 --concurrency 8 --max-tokens 128 --max-turns 2 --temperature 1.0 \\
         --sandbox-slots 8 --output /tmp/run
 
-Only the embedded server type is supported here.
+``--embedded-threads N`` (this script's own flag) sets llama.cpp's thread count (default: the
+physical cores). Only the embedded server type is supported here.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -30,7 +32,9 @@ from hermes_sandbox import SlotPool as SandboxPool
 
 
 @asynccontextmanager
-async def concurrent_embedded(config: RunConfig) -> AsyncIterator[RunnerComponents]:
+async def concurrent_embedded(
+    config: RunConfig, *, threads: int | None = None
+) -> AsyncIterator[RunnerComponents]:
     """The real components, with the embedded model at the run's concurrency."""
     if config.server_type != "embedded":
         raise SystemExit("this script only drives the embedded model")
@@ -42,6 +46,7 @@ async def concurrent_embedded(config: RunConfig) -> AsyncIterator[RunnerComponen
         config.model,
         n_ctx=config.context_tokens,
         concurrency=config.in_flight,
+        n_threads=threads,
         timeout_s=config.rollout_timeout,
     )
     async with model, SandboxPool(backend, pool_cfg) as pool:
@@ -54,7 +59,13 @@ async def concurrent_embedded(config: RunConfig) -> AsyncIterator[RunnerComponen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return cli_main(list(sys.argv[1:] if argv is None else argv), wiring=concurrent_embedded)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    threads = None
+    if "--embedded-threads" in arguments:
+        at = arguments.index("--embedded-threads")
+        threads = int(arguments[at + 1])
+        del arguments[at : at + 2]
+    return cli_main(arguments, wiring=functools.partial(concurrent_embedded, threads=threads))
 
 
 if __name__ == "__main__":

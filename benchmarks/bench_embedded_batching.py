@@ -189,7 +189,9 @@ def main() -> None:
     for n, rates in results.items():
         base, mine = statistics.median(rates["baseline"]), statistics.median(rates["ours"])
         ratio = statistics.median(rates["ratio"])
-        runs = ", ".join(f"{b:.0f}/{o:.0f}" for b, o in zip(rates["baseline"], rates["ours"]))
+        runs = ", ".join(
+            f"{b:.0f}/{o:.0f}" for b, o in zip(rates["baseline"], rates["ours"], strict=True)
+        )
         rows.append(f"| {n} | {base:.1f} | {mine:.1f} | **{ratio:.2f}** | {runs} |")
     mem_rows = [
         f"| {n} | {ctx} | {m['after']:.0f} | {m['after'] - m['before']:.0f} |"
