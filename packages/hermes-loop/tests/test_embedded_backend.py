@@ -207,7 +207,9 @@ async def test_sampled_logprobs_are_those_of_the_tempered_distribution(
     sampling = SamplingParams(temperature=0.7, max_tokens=24, seed=5)
     generation = await embedded_backend.generate(prompt, sampling=sampling)
     assert generation.logprob_mode == "sampled"
-    raw = await embedded_backend.generate(prompt, sampling=attrs.evolve(sampling, logprob_mode="raw"))
+    raw = await embedded_backend.generate(
+        prompt, sampling=attrs.evolve(sampling, logprob_mode="raw")
+    )
     assert raw.ids == generation.ids  # the mode changes what is recorded, not what is drawn
     ids = [*prompt, *generation.ids]
     rows = (await embedded_backend.teacher_logits(ids, start=len(prompt))).astype(np.float64)

@@ -165,3 +165,30 @@ async def test_cancelling_one_rollout_frees_its_sequence_and_leaves_the_others_i
     for index in (2, 3):
         solo = await solo_backend.generate(prompts[index], sampling=sampling(index, 24))
         assert solo.ids == kept[index].ids
+
+
+@pytest.mark.anyio
+async def test_a_group_arriving_together_evaluates_its_shared_prefix_once(
+    runtime: LlamaRuntime, tokenizer: GGUFTokenizer
+) -> None:
+    system = "You are a careful assistant who answers in one sentence. " * 8
+    prompts = [prompt(tokenizer, f"Describe {topic}.", system) for topic in TOPICS]
+    shared = [
+        next(i for i, (a, b) in enumerate(zip(p, prompts[0], strict=False)) if a != b)
+        for p in prompts[1:]
+    ]
+    assert min(shared) > 60
+    runtime.clear()
+    backend = EmbeddedTokenBackend(runtime)
+    together = await generate_all(backend, prompts, max_tokens=4)
+    generated = sum(len(g.ids) for g in together)
+    evaluated = backend.scheduler.step_tokens - generated + len(together)  # prompt ids only
+    # the first evaluated the system prompt; the others waited for it and shared its cells
+    assert evaluated == sum(len(p) for p in prompts) - sum(shared)
+    runtime.clear()
+    solo_backend = EmbeddedTokenBackend(runtime, deterministic=True)
+    for index, ids in enumerate(prompts):
+        runtime.clear()
+        solo = await solo_backend.generate(ids, sampling=sampling(index, 4))
+        assert solo.ids == together[index].ids
+        assert solo.logprobs == together[index].logprobs

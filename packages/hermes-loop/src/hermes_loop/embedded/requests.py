@@ -56,6 +56,10 @@ class GenerateRequest(Request):
         #: prompt ids found in the KV cache (own or shared prefix) / evaluated for this request
         self.reused = 0
         self.evaluated = 0
+        #: an earlier request whose prompt shares ``wait_len`` leading ids with this one: this
+        #: one waits until that prefix is evaluated, then shares its cells
+        self.wait_for: GenerateRequest | None = None
+        self.wait_len = 0
         self._generation: Generation | None = None
 
     def start(self, reused: int) -> None:

@@ -25,6 +25,8 @@ from hermes_protocols import BackendError
 from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
 from hermes_loop.embedded.runtime import BatchEntry, KVCacheFull, LlamaRuntime
 
+#: a prefix shorter than this is evaluated again rather than waited for and shared
+_MIN_SHARED_PREFIX = 32
 #: how long the idle thread sleeps between checks of its stop flag (it is woken on new work)
 _IDLE_POLL_S = 1.0
 
@@ -124,8 +126,13 @@ class BatchScheduler:
         self._owner[seq] = request
         self._used[seq] = next(self._tick)
         request.seq = seq
-        if not isinstance(request, GenerateRequest):
-            return
+        if isinstance(request, GenerateRequest):
+            self._reuse_prefix(request)
+
+    def _reuse_prefix(self, request: GenerateRequest) -> None:
+        """Start from the longest prefix any sequence holds; or, when a request admitted
+        before it will evaluate a longer common prefix, wait for that one and share it."""
+        runtime, prompt, seq = self.runtime, request.prompt, request.seq
         limit = len(prompt) - 1  # the last prompt id is always evaluated, for its logits
         own = min(runtime.common_prefix(prompt, seq), limit)
         best, source = own, seq
@@ -139,6 +146,33 @@ class BatchScheduler:
         else:
             runtime.share(source, seq, best)
         request.start(best)
+        for other_request in self._active():
+            if (
+                isinstance(other_request, GenerateRequest)
+                and other_request is not request
+                and other_request.wait_for is None
+                and other_request.pending
+            ):
+                common = min(_common_prefix(prompt, other_request.prompt), limit)
+                if common >= best + _MIN_SHARED_PREFIX:
+                    request.wait_for, request.wait_len = other_request, common
+                    return
+
+    def _ready(self, request: GenerateRequest) -> bool:
+        """Whether ``request`` can be evaluated now (the prefix it waits for is there)."""
+        source = request.wait_for
+        if source is None:
+            return True
+        runtime = self.runtime
+        running = not source.done.is_set() and self._owner[source.seq] is source
+        holds = runtime.common_prefix(request.prompt, source.seq) >= request.wait_len
+        if holds and source.seq >= 0:
+            runtime.share(source.seq, request.seq, request.wait_len)
+            request.start(request.wait_len)
+        elif running:
+            return False  # the source is still evaluating the shared prefix
+        request.wait_for = None
+        return True
 
     def _score(self, request: ScoreRequest) -> None:
         runtime, seq = self.runtime, request.seq
@@ -170,9 +204,12 @@ class BatchScheduler:
         if not generating:
             return
         if self.deterministic:
+            ready = [r for r in generating if r.next_token is not None or self._ready(r)]
             self._turn += 1
-            generating = [generating[self._turn % len(generating)]]
+            generating = [ready[self._turn % len(ready)]] if ready else []
         entries, owners = self._gather(generating)
+        if not entries:
+            return
         try:
             rows = self._decode(entries)
         except Exception as exc:
@@ -200,7 +237,7 @@ class BatchScheduler:
                 request.next_token = None
                 budget -= 1
         for request in requests:
-            if request.pending and budget > 0:
+            if request.pending and budget > 0 and self._ready(request):
                 chunk = request.take_prompt(budget)
                 budget -= len(chunk)
                 entries.append((request.seq, chunk, not request.pending))
@@ -247,3 +284,12 @@ def _hit_stop(text: bytearray, piece: bytes, stops: list[bytes]) -> bool:
     before = len(text)
     text += piece
     return any(text.find(stop, max(0, before - len(stop) + 1)) >= 0 for stop in stops)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
