@@ -37,6 +37,8 @@ ROUNDS = 3
 TOKENS = 128
 CONCURRENCY = (1, 4, 16)
 N_CTX = 1024  # per sequence
+#: llama.cpp threads for both engines (None: default_threads(), the physical cores)
+THREADS: int | None = None
 COMMAND = "uv run --frozen --no-sync python -m benchmarks embedded_batching"
 PROMPT = "Write a very long story about a dragon and a knight."
 
@@ -126,11 +128,11 @@ async def ours(backend: EmbeddedTokenBackend, prompt: list[int], n: int, seed: i
 
 
 async def measure() -> dict[int, dict[str, list[float]]]:
-    threads = default_threads()
+    threads = THREADS or default_threads()
     results: dict[int, dict[str, list[float]]] = {}
     for n in CONCURRENCY:
         rates: dict[str, list[float]] = {"baseline": [], "ours": [], "ratio": []}
-        async with await EmbeddedModel.open(n_ctx=N_CTX, concurrency=n) as model:
+        async with await EmbeddedModel.open(n_ctx=N_CTX, concurrency=n, n_threads=threads) as model:
             text = model.template.render([Message.user(PROMPT)], add_generation_prompt=True)
             prompt = model.tokenizer.encode(text)
             baseline = await anyio.to_thread.run_sync(Baseline, str(model.path), n, threads)
@@ -182,8 +184,16 @@ async def _rss_probe(n: int, n_ctx: int) -> dict[str, float]:
     return {"before": before, "after": after}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.bench_embedded_batching [THREADS [ROUNDS]]``."""
+    global THREADS, ROUNDS
+    args = argv or []
+    if args:
+        THREADS = int(args[0])
+    if len(args) > 1:
+        ROUNDS = int(args[1])
     results = anyio.run(measure)
+    threads = THREADS or default_threads()
     memory = {(n, ctx): resident_mib(n, ctx) for n, ctx in ((1, 2048), (16, 2048), (16, 4096))}
     rows = []
     for n, rates in results.items():
@@ -205,7 +215,7 @@ Aggregate generated tokens/s of N concurrent rollouts on one `EmbeddedTokenBacke
 N sequences (`examples/batched` through llama-cpp-python's low-level API: prompt evaluated
 once, one `llama_decode` per step with a token of every sequence, llama.cpp's C sampler).
 SmolLM2-135M-Instruct Q4_1, chat prompt "{PROMPT}", up to {TOKENS} tokens per sequence at
-temperature 1 (both end a sequence at an end-of-generation id), {default_threads()} threads,
+temperature 1 (both end a sequence at an end-of-generation id), {threads} thread(s),
 {N_CTX} tokens of context per sequence; {ROUNDS} interleaved rounds, median tokens/s and the
 median of the per-round ratios. Prompt evaluation is included in the time.
 
@@ -231,4 +241,4 @@ The machine is shared by other jobs; the ratios are the meaningful numbers.
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
