@@ -373,9 +373,9 @@ def free_port() -> int:
 
 
 class ScriptedRuntime:
-    """Stands in for the embedded ``LlamaRuntime``: each evaluation returns logits whose argmax
-    is the next id of ``script`` (after ``delay_s``); ``eog_ids`` are the declared
-    end-of-generation ids."""
+    """Stands in for the embedded ``LlamaRuntime`` (one sequence): each logits row asked for
+    gets logits whose argmax is the next id of ``script`` (after ``delay_s``); ``eog_ids`` are
+    the declared end-of-generation ids."""
 
     def __init__(
         self,
@@ -392,18 +392,19 @@ class ScriptedRuntime:
         self.eog_ids = frozenset(eog_ids)
         self.n_vocab = n_vocab
         self.n_ctx = 4096
+        self.n_seq = 1
         self.n_batch = 512
         self._tokens: list[int] = []
-
-    @property
-    def cached(self) -> tuple[int, ...]:
-        return tuple(self._tokens)
+        self._rows: dict[int, Any] = {}
 
     @property
     def n_cached(self) -> int:
         return len(self._tokens)
 
-    def common_prefix(self, ids: Sequence[int]) -> int:
+    def seq_len(self, seq: int) -> int:
+        return len(self._tokens)
+
+    def common_prefix(self, ids: Sequence[int], seq: int = 0) -> int:
         n = 0
         for a, b in zip(self._tokens, ids, strict=False):
             if a != b:
@@ -411,24 +412,25 @@ class ScriptedRuntime:
             n += 1
         return n
 
-    def truncate(self, keep: int) -> None:
+    def truncate(self, keep: int, seq: int = 0) -> None:
         del self._tokens[keep:]
 
-    def _next_logits(self) -> Any:
+    def decode(self, entries: Sequence[tuple[int, Sequence[int], bool]]) -> list[int]:
         self.started.set()
         if self.delay_s:
             time.sleep(self.delay_s)  # a worker thread: stands for llama_decode's compute
-        logits = np.zeros(self.n_vocab, dtype=np.float32)
-        logits[self.script.pop(0)] = 12.0
-        return logits
+        rows = []
+        for index, (_seq, ids, want) in enumerate(entries):
+            self._tokens.extend(ids)
+            if want:
+                logits = np.zeros(self.n_vocab, dtype=np.float32)
+                logits[self.script.pop(0)] = 12.0
+                self._rows[index] = logits
+            rows.append(index if want else -1)
+        return rows
 
-    def feed(self, ids: Sequence[int], *, all_logits: bool = False) -> Any:
-        self._tokens.extend(ids)
-        return self._next_logits()
-
-    def feed_one(self, token: int) -> Any:
-        self._tokens.append(token)
-        return self._next_logits()
+    def logits(self, row: int) -> Any:
+        return self._rows[row]
 
     def piece(self, token: int) -> bytes:
         return b"x"

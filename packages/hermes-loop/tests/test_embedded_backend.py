@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
+import numpy as np
 import pytest
 from hermes_loop import JinjaChatTemplate, LoopLimits, TokenModel, run
 from hermes_loop.embedded import (
@@ -172,15 +174,18 @@ def chat_prompt(tokenizer: GGUFTokenizer, template: JinjaChatTemplate, text: str
 
 
 @pytest.mark.anyio
-async def test_logprobs_equal_a_teacher_forced_recompute(
+async def test_raw_logprobs_equal_a_teacher_forced_recompute(
     embedded_backend: EmbeddedTokenBackend,
     embedded_tokenizer: GGUFTokenizer,
     embedded_template: JinjaChatTemplate,
 ) -> None:
     assert isinstance(embedded_backend, TokenBackend)
     prompt = chat_prompt(embedded_tokenizer, embedded_template, "Write a haiku about rain.")
-    sampling = SamplingParams(temperature=1.0, top_p=0.95, top_k=50, max_tokens=24, seed=11)
+    sampling = SamplingParams(
+        temperature=1.0, top_p=0.95, top_k=50, max_tokens=24, seed=11, logprob_mode="raw"
+    )
     generation = await embedded_backend.generate(prompt, sampling=sampling)
+    assert generation.logprob_mode == "raw"
     assert len(generation.ids) >= 8
     assert any(lp < -0.5 for lp in generation.logprobs)  # real draws, not all near-certain
     # the same seed draws the same tokens (this time from a fully cached prompt)
@@ -189,7 +194,35 @@ async def test_logprobs_equal_a_teacher_forced_recompute(
     assert embedded_backend.last_reused == len(prompt) - 1
     # one pass over the whole sequence from an empty cache, as a trainer would recompute it
     reference = await embedded_backend.score([*prompt, *generation.ids], start=len(prompt))
-    assert reference == pytest.approx(list(generation.logprobs), abs=1e-3)
+    assert reference == pytest.approx(list(generation.logprobs), abs=1e-6)
+
+
+@pytest.mark.anyio
+async def test_sampled_logprobs_are_those_of_the_tempered_distribution(
+    embedded_backend: EmbeddedTokenBackend,
+    embedded_tokenizer: GGUFTokenizer,
+    embedded_template: JinjaChatTemplate,
+) -> None:
+    prompt = chat_prompt(embedded_tokenizer, embedded_template, "Write a poem about snow.")
+    sampling = SamplingParams(temperature=0.7, max_tokens=24, seed=5)
+    generation = await embedded_backend.generate(prompt, sampling=sampling)
+    assert generation.logprob_mode == "sampled"
+    raw = await embedded_backend.generate(
+        prompt, sampling=attrs.evolve(sampling, logprob_mode="raw")
+    )
+    assert raw.ids == generation.ids  # the mode changes what is recorded, not what is drawn
+    ids = [*prompt, *generation.ids]
+    rows = (await embedded_backend.teacher_logits(ids, start=len(prompt))).astype(np.float64)
+    tempered = rows / 0.7
+    tempered -= tempered.max(axis=1, keepdims=True)
+    tempered -= np.log(np.exp(tempered).sum(axis=1, keepdims=True))
+    untempered = rows - rows.max(axis=1, keepdims=True)
+    untempered -= np.log(np.exp(untempered).sum(axis=1, keepdims=True))
+    expected = [tempered[i, t] for i, t in enumerate(generation.ids)]
+    expected_raw = [untempered[i, t] for i, t in enumerate(generation.ids)]
+    assert list(generation.logprobs) == pytest.approx(expected, abs=1e-5)
+    assert list(raw.logprobs) == pytest.approx(expected_raw, abs=1e-5)
+    assert max(abs(a - b) for a, b in zip(expected, expected_raw, strict=True)) > 0.05
 
 
 @pytest.mark.anyio
@@ -471,7 +504,7 @@ async def test_multi_turn_token_rollout_records_exactly_the_sampled_ids(
             TWO_SHOT,
             tools=[ADD],
             executor=executor,
-            sampling=SamplingParams(temperature=0.0),
+            sampling=SamplingParams(temperature=0.0, logprob_mode="raw"),
             limits=LoopLimits(max_turns=4, max_tokens_per_turn=48),
         )
     # the model called the tool itself, then answered with its result
@@ -512,4 +545,4 @@ async def test_multi_turn_token_rollout_records_exactly_the_sampled_ids(
     reference = await embedded_backend.score(trace.ids, start=1)
     for position, (mask, logprob) in enumerate(zip(trace.mask, trace.logprobs, strict=True)):
         if mask:
-            assert logprob == pytest.approx(reference[position - 1], abs=1e-3)
+            assert logprob == pytest.approx(reference[position - 1], abs=1e-6)

@@ -25,7 +25,46 @@ def reference_logprobs(logits: np.ndarray) -> np.ndarray:
 
 
 @given(logits_arrays, st.data())
-def test_logprob_is_log_softmax_of_the_unmodified_logits(
+def test_raw_logprob_is_log_softmax_of_the_unmodified_logits(
+    logits: np.ndarray, data: st.DataObject
+) -> None:
+    params = SamplingParams(
+        temperature=data.draw(st.floats(0.1, 3.0)),
+        top_k=data.draw(st.integers(0, 50)),
+        top_p=data.draw(st.floats(0.05, 1.0)),
+        seed=data.draw(st.integers(0, 2**32)),
+        logprob_mode="raw",
+    )
+    token, logprob = TokenSampler(params).sample(logits)
+    assert 0 <= token < len(logits)
+    assert logprob == pytest.approx(reference_logprobs(logits)[token], abs=1e-6)
+    assert token_logprob(logits, token) == pytest.approx(logprob)
+    np.testing.assert_allclose(log_softmax(logits), reference_logprobs(logits), atol=1e-9)
+
+
+unique_logits = arrays(
+    np.float32,
+    st.integers(2, 300),
+    elements=st.floats(-30, 30, width=32, allow_nan=False, allow_infinity=False),
+    unique=True,
+)
+
+
+def sampled_distribution(logits: np.ndarray, params: SamplingParams) -> dict[int, float]:
+    """Reference: tempered probabilities over the top-k, then the top-p nucleus, renormalized."""
+    order = np.argsort(-logits.astype(np.float64), kind="stable")
+    if params.top_k:
+        order = order[: params.top_k]
+    scaled = logits[order].astype(np.float64) / params.temperature
+    weights = np.exp(scaled - scaled.max())
+    cumulative = np.cumsum(weights)
+    keep = int(np.searchsorted(cumulative, params.top_p * cumulative[-1], side="left")) + 1
+    kept = weights[:keep]
+    return {int(t): float(w / kept.sum()) for t, w in zip(order[:keep], kept, strict=True)}
+
+
+@given(unique_logits, st.data())
+def test_sampled_logprob_is_under_the_tempered_truncated_renormalized_distribution(
     logits: np.ndarray, data: st.DataObject
 ) -> None:
     params = SamplingParams(
@@ -34,11 +73,21 @@ def test_logprob_is_log_softmax_of_the_unmodified_logits(
         top_p=data.draw(st.floats(0.05, 1.0)),
         seed=data.draw(st.integers(0, 2**32)),
     )
+    assert params.logprob_mode == "sampled"  # the default
     token, logprob = TokenSampler(params).sample(logits)
-    assert 0 <= token < len(logits)
-    assert logprob == pytest.approx(reference_logprobs(logits)[token], abs=1e-6)
-    assert token_logprob(logits, token) == pytest.approx(logprob)
-    np.testing.assert_allclose(log_softmax(logits), reference_logprobs(logits), atol=1e-9)
+    distribution = sampled_distribution(logits, params)
+    assert token in distribution
+    assert logprob == pytest.approx(math.log(distribution[token]), abs=1e-6)
+
+
+@given(logits_arrays)
+def test_greedy_draws_from_a_point_mass(logits: np.ndarray) -> None:
+    for params in (SamplingParams(temperature=0.0), SamplingParams(top_k=1, seed=3)):
+        token, logprob = TokenSampler(params).sample(logits)
+        assert logits[token] == logits.max()
+        assert logprob == 0.0
+    raw = TokenSampler(SamplingParams(temperature=0.0, logprob_mode="raw")).sample(logits)
+    assert raw[1] == pytest.approx(reference_logprobs(logits)[raw[0]], abs=1e-6)
 
 
 @given(logits_arrays, st.integers(1, 20), st.integers(0, 2**32))
@@ -123,7 +172,7 @@ def test_impossible_parameters_are_config_errors(params: SamplingParams) -> None
 def test_stop_strings_fire_on_the_piece_that_completes_them(
     pieces: list[str], stops: list[str]
 ) -> None:
-    from hermes_loop.embedded.token_backend import _hit_stop
+    from hermes_loop.embedded.scheduler import _hit_stop
 
     text = bytearray()
     encoded = [s.encode("utf-8") for s in stops]

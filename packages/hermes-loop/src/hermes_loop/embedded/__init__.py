@@ -23,20 +23,25 @@ from hermes_loop.embedded.model_file import default_model_path, resolve_model_pa
 from hermes_loop.embedded.runtime import (
     BATCH_INVARIANT_UBATCH,
     EmbeddedContextOverflow,
+    KVCacheFull,
     LlamaRuntime,
     default_threads,
+    physical_cores,
 )
 from hermes_loop.embedded.sampling import TokenSampler, log_softmax, token_logprob
+from hermes_loop.embedded.scheduler import BatchScheduler
 from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
 
 __all__ = [
     "BATCH_INVARIANT_UBATCH",
+    "BatchScheduler",
     "EmbeddedChatBackend",
     "EmbeddedContextOverflow",
     "EmbeddedModel",
     "EmbeddedTokenBackend",
     "GGUFTokenizer",
     "GGUFVocab",
+    "KVCacheFull",
     "LlamaRuntime",
     "TokenSampler",
     "assistant_message",
@@ -47,6 +52,7 @@ __all__ = [
     "export_hf_tokenizer",
     "gguf_fingerprint",
     "log_softmax",
+    "physical_cores",
     "read_gguf_vocab",
     "resolve_model_path",
     "token_logprob",

@@ -45,24 +45,33 @@ class EmbeddedModel:
         model: str | Path | None = None,
         *,
         n_ctx: int = 2048,
+        concurrency: int = 1,
         n_threads: int | None = None,
         n_batch: int = 512,
         n_ubatch: int = BATCH_INVARIANT_UBATCH,
         timeout_s: float | None = None,
+        deterministic: bool = False,
         template_options: dict[str, Any] | None = None,
         quiet: bool = True,
     ) -> EmbeddedModel:
-        """Load the model and build its tokenizer (both in worker threads)."""
+        """Load the model and build its tokenizer (both in worker threads).
+
+        ``n_ctx`` is the context of one rollout, ``concurrency`` how many rollouts generate at
+        once (one KV-cache sequence each, batched together); ``n_threads`` defaults to the
+        physical cores; ``deterministic`` decodes one sequence at a time (bitwise replay).
+        """
         path = resolve_model_path(model)
         tokenizer = await anyio.to_thread.run_sync(GGUFTokenizer.from_gguf, path)
         template = tokenizer.chat_template(**(template_options or {}))
         backend = await EmbeddedTokenBackend.open(
             path,
             n_ctx=n_ctx,
+            concurrency=concurrency,
             n_threads=n_threads,
             n_batch=n_batch,
             n_ubatch=n_ubatch,
             timeout_s=timeout_s,
+            deterministic=deterministic,
             quiet=quiet,
         )
         return cls(path, backend, tokenizer, template)

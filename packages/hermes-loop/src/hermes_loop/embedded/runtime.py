@@ -1,7 +1,15 @@
-"""One llama.cpp model, context and batch, driven through llama-cpp-python's low-level C API.
+"""One llama.cpp model and context with several KV-cache sequences, via the low-level C API.
 
 Nothing here is thread-safe or async: :class:`~hermes_loop.embedded.EmbeddedTokenBackend`
-serialises every call and runs it in a worker thread.
+drives it from one worker thread (its batch scheduler).
+
+Numerics. The context runs flash attention with a ``q8_0`` K/V cache and micro-batches below
+64 tokens. With those settings llama.cpp's CPU attention is the plain online-softmax loop over
+the cells of the query's own sequence (cells of other sequences are skipped by the mask), and
+every weight matrix product is one dot product per output element, so a sequence's logits do
+not depend on which other sequences share the batch or the cache. (An ``f16`` cache switches to
+a tiled kernel at 64 queries and to a thread-split kernel for one query over 512+ cells, both
+of which move logits with the batch composition.)
 """
 
 from __future__ import annotations
@@ -16,21 +24,41 @@ import numpy as np
 import numpy.typing as npt
 from hermes_protocols import BackendError, ConfigError
 
-#: llama.cpp's CPU kernels take a different matmul path once a micro-batch holds 64 tokens or
-#: more, which moves logits by up to ~0.6 nats. Micro-batches below that keep prompt evaluation,
-#: one-token decoding and teacher-forced rescoring numerically identical.
+#: micro-batch size: below 64 tokens, so flash attention never takes its tiled path
 BATCH_INVARIANT_UBATCH = 32
 
 FloatArray = npt.NDArray[np.float32]
 
 
+def physical_cores() -> int:
+    """Physical cores this process may run on (SMT siblings counted once; 1 at least)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+    cores: set[str] = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            core = (topology / "core_id").read_text().strip()
+        except OSError:
+            return max(1, len(cpus))
+        cores.add(f"{package}:{core}")
+    return max(1, len(cores))
+
+
 def default_threads() -> int:
-    """Half the CPUs, between 1 and 4: llama.cpp's spinning threads collapse on busy cores."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+    """llama.cpp threads: the physical cores (hyper-threads only contend for the same units)."""
+    return physical_cores()
 
 
 class EmbeddedContextOverflow(BackendError):
     """The prompt (plus what must be generated) does not fit in the model's context window."""
+
+
+class KVCacheFull(BackendError):
+    """llama.cpp found no free KV-cache cells for a batch (evict idle sequences and retry)."""
 
 
 def _set_quiet(quiet: bool) -> None:
@@ -41,12 +69,18 @@ def _set_quiet(quiet: bool) -> None:
     _logger.set_verbose(not quiet)
 
 
-class LlamaRuntime:
-    """A loaded GGUF model with one context (one sequence) and a reusable token batch.
+#: one entry of a batch: (sequence, ids to evaluate after its cached ones, logits of the last?)
+BatchEntry = tuple[int, Sequence[int], bool]
 
-    ``n_threads`` defaults to :func:`default_threads`. ``n_ubatch`` defaults to
-    :data:`BATCH_INVARIANT_UBATCH` so that logits do not depend on how a sequence was split
-    into batches. Call :meth:`close` (or use ``with``) to free the C memory.
+
+class LlamaRuntime:
+    """A loaded GGUF model with one context holding ``n_seq`` KV-cache sequences.
+
+    ``n_ctx`` is the context of *one* sequence; the unified KV cache holds ``n_ctx * n_seq``
+    cells, so memory follows the context budget times the concurrency. Each sequence keeps the
+    ids it holds (:meth:`cached`); :meth:`decode` evaluates new ids of several sequences in one
+    ``llama_decode`` call. The ``seq=0`` defaults keep single-sequence callers short. Call
+    :meth:`close` (or use ``with``) to free the C memory.
     """
 
     def __init__(
@@ -54,14 +88,17 @@ class LlamaRuntime:
         path: Path,
         *,
         n_ctx: int = 2048,
+        n_seq: int = 1,
         n_threads: int | None = None,
         n_batch: int = 512,
         n_ubatch: int = BATCH_INVARIANT_UBATCH,
         quiet: bool = True,
     ) -> None:
         n_threads = default_threads() if n_threads is None else n_threads
-        if n_ctx <= 0 or n_threads <= 0 or n_batch <= 0 or n_ubatch <= 0:
-            raise ConfigError("n_ctx, n_threads, n_batch and n_ubatch must be positive")
+        if min(n_ctx, n_seq, n_threads, n_batch, n_ubatch) <= 0:
+            raise ConfigError("n_ctx, n_seq, n_threads, n_batch and n_ubatch must be positive")
+        if n_ubatch >= 64:
+            raise ConfigError("n_ubatch must stay below 64 (llama.cpp's tiled attention path)")
         _set_quiet(quiet)
         llama_cpp.llama_backend_init()
         self.path = path
@@ -72,20 +109,26 @@ class LlamaRuntime:
             raise ConfigError(f"llama.cpp could not load {path}")
         self._model = model
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = n_ctx
+        params.n_ctx = n_ctx * n_seq
         params.n_batch = n_batch
         params.n_ubatch = min(n_ubatch, n_batch)
-        params.n_seq_max = 1
+        params.n_seq_max = n_seq
+        params.kv_unified = True
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+        params.type_k = llama_cpp.GGML_TYPE_Q8_0
+        params.type_v = llama_cpp.GGML_TYPE_Q8_0
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         ctx = llama_cpp.llama_init_from_model(model, params)
         if not ctx:
             llama_cpp.llama_model_free(model)
-            raise ConfigError(f"llama.cpp could not create a context of {n_ctx} tokens")
+            raise ConfigError(f"llama.cpp could not create a context of {n_ctx} x {n_seq} tokens")
         self._ctx = ctx
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._memory = llama_cpp.llama_get_memory(ctx)
-        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self.n_ctx = n_ctx
+        self.n_seq = n_seq
+        self.n_threads = n_threads
         self.n_batch = n_batch
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -96,9 +139,11 @@ class LlamaRuntime:
             if llama_cpp.llama_vocab_is_eog(self._vocab, token)
         )
         self._piece = ctypes.create_string_buffer(256)
-        self._tokens: list[int] = []
+        self._tokens: list[list[int]] = [[] for _ in range(n_seq)]
         #: tokens evaluated since the model was loaded (a cheap progress counter)
         self.n_decoded = 0
+        #: ``llama_decode`` calls since the model was loaded
+        self.n_calls = 0
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -118,106 +163,157 @@ class LlamaRuntime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- evaluation --------------------------------------------------------------------------
+    # -- sequences ---------------------------------------------------------------------------
+
+    def cached_ids(self, seq: int = 0) -> tuple[int, ...]:
+        """The ids whose keys/values sequence ``seq`` holds, at positions ``0..len - 1``."""
+        return tuple(self._tokens[seq])
 
     @property
     def cached(self) -> tuple[int, ...]:
-        """The ids whose keys/values are in the KV cache, at positions ``0..len - 1``."""
-        return tuple(self._tokens)
+        return self.cached_ids(0)
 
     @property
     def n_cached(self) -> int:
-        return len(self._tokens)
+        return len(self._tokens[0])
 
-    def common_prefix(self, ids: Sequence[int]) -> int:
-        """How many leading ``ids`` the KV cache already holds."""
+    def seq_len(self, seq: int) -> int:
+        return len(self._tokens[seq])
+
+    def common_prefix(self, ids: Sequence[int], seq: int = 0) -> int:
+        """How many leading ``ids`` sequence ``seq`` already holds."""
         n = 0
-        for cached, wanted in zip(self._tokens, ids, strict=False):
+        for cached, wanted in zip(self._tokens[seq], ids, strict=False):
             if cached != wanted:
                 break
             n += 1
         return n
 
-    def truncate(self, keep: int) -> None:
-        """Drop the KV cache from position ``keep`` on (``0`` clears it)."""
-        if keep >= len(self._tokens):
+    def truncate(self, keep: int, seq: int = 0) -> None:
+        """Drop sequence ``seq`` from position ``keep`` on (``0`` empties it)."""
+        tokens = self._tokens[seq]
+        if keep >= len(tokens):
             return
-        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, keep, -1):
-            llama_cpp.llama_memory_clear(self._memory, True)
-            del self._tokens[:]
-            if keep:
-                raise BackendError("llama.cpp could not truncate the KV cache")
-        del self._tokens[keep:]
+        if not llama_cpp.llama_memory_seq_rm(self._memory, seq, keep, -1):
+            raise BackendError("llama.cpp could not truncate a KV-cache sequence")
+        del tokens[keep:]
 
-    def feed(self, ids: Sequence[int], *, all_logits: bool = False) -> FloatArray:
-        """Evaluate ``ids`` after the cached ones and return logits.
+    def share(self, src: int, dst: int, n: int) -> None:
+        """Make ``dst`` hold the first ``n`` ids of ``src`` by sharing their cells (no compute)."""
+        self.truncate(0, dst)
+        if n:
+            llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, n)
+            self._tokens[dst].extend(self._tokens[src][:n])
 
-        Returns the last token's logits (shape ``(n_vocab,)``), or with ``all_logits`` one row
-        per token (shape ``(len(ids), n_vocab)``). The array is a copy only with ``all_logits``;
-        otherwise it is a view valid until the next call.
+    def clear(self) -> None:
+        """Empty every sequence."""
+        llama_cpp.llama_memory_clear(self._memory, True)
+        for tokens in self._tokens:
+            tokens.clear()
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    def decode(self, entries: Sequence[BatchEntry]) -> list[int]:
+        """Evaluate every entry's ids after its sequence's cached ones, in one ``llama_decode``.
+
+        Returns, per entry, the batch row of its last token's logits (``-1`` when not asked);
+        read them with :meth:`logits` before the next call. At most :attr:`n_batch` ids.
+        """
+        batch = self._batch
+        rows: list[int] = []
+        n = 0
+        for seq, ids, want in entries:
+            start = len(self._tokens[seq])
+            if start + len(ids) > self.n_ctx:
+                raise EmbeddedContextOverflow(
+                    f"{start + len(ids)} tokens do not fit the {self.n_ctx}-token context; "
+                    "raise n_ctx or shorten the conversation"
+                )
+            if n + len(ids) > self.n_batch:
+                raise ValueError(f"a batch holds at most {self.n_batch} ids")
+            for i, token in enumerate(ids):
+                batch.token[n] = token
+                batch.pos[n] = start + i
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = seq
+                batch.logits[n] = 0
+                n += 1
+            if want and ids:
+                batch.logits[n - 1] = 1
+            rows.append(n - 1 if want and ids else -1)
+        if n == 0:
+            raise ValueError("nothing to evaluate")
+        batch.n_tokens = n
+        status = llama_cpp.llama_decode(self._ctx, batch)
+        self.n_calls += 1
+        if status != 0:
+            self._undo(entries)
+            if status == 1:
+                raise KVCacheFull("llama.cpp found no KV-cache slot for the batch")
+            raise BackendError(f"llama_decode failed with status {status}")
+        for seq, ids, _ in entries:
+            self._tokens[seq].extend(ids)
+        self.n_decoded += n
+        return rows
+
+    def _undo(self, entries: Sequence[BatchEntry]) -> None:
+        # a failed decode may leave part of the batch in the cache: drop what was not recorded
+        for seq, _, _ in entries:
+            llama_cpp.llama_memory_seq_rm(self._memory, seq, len(self._tokens[seq]), -1)
+
+    def logits(self, row: int) -> FloatArray:
+        """Logits of batch row ``row`` of the last :meth:`decode` (a view, valid until then)."""
+        pointer = llama_cpp.llama_get_logits_ith(self._ctx, row)
+        if not pointer:
+            raise BackendError(f"llama.cpp has no logits for batch row {row}")
+        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
+
+    def feed(self, ids: Sequence[int], *, all_logits: bool = False, seq: int = 0) -> FloatArray:
+        """Evaluate ``ids`` after sequence ``seq``'s cached ones, one sequence per batch.
+
+        Returns the last token's logits (a view valid until the next call), or with
+        ``all_logits`` a copy with one row per token (shape ``(len(ids), n_vocab)``).
         """
         if not ids:
             raise ValueError("nothing to evaluate")
-        start = len(self._tokens)
-        if start + len(ids) > self.n_ctx:
+        if len(self._tokens[seq]) + len(ids) > self.n_ctx:
             raise EmbeddedContextOverflow(
-                f"{start + len(ids)} tokens do not fit the {self.n_ctx}-token context; "
-                "raise n_ctx or shorten the conversation"
+                f"{len(self._tokens[seq]) + len(ids)} tokens do not fit the "
+                f"{self.n_ctx}-token context; raise n_ctx or shorten the conversation"
             )
-        rows: list[FloatArray] = []
+        out: list[FloatArray] = []
+        row = -1
         for offset in range(0, len(ids), self.n_batch):
             chunk = ids[offset : offset + self.n_batch]
-            self._decode(chunk, start + offset, all_logits=all_logits)
             if all_logits:
-                pointer = llama_cpp.llama_get_logits(self._ctx)
-                block = np.ctypeslib.as_array(pointer, shape=(len(chunk) * self.n_vocab,))
-                rows.append(block.reshape(len(chunk), self.n_vocab).copy())
-        return np.concatenate(rows) if all_logits else self.last_logits()
+                out.extend(self._feed_all(chunk, seq))
+            else:
+                (row,) = self.decode([(seq, chunk, True)])
+        return np.stack(out) if all_logits else self.logits(row)
 
-    def feed_one(self, token: int) -> FloatArray:
-        """Evaluate one token after the cached ones (the decode step); return a logits view."""
-        position = len(self._tokens)
-        if position >= self.n_ctx:
-            raise EmbeddedContextOverflow(f"the {self.n_ctx}-token context is full")
+    def _feed_all(self, chunk: Sequence[int], seq: int) -> list[FloatArray]:
+        start = len(self._tokens[seq])
         batch = self._batch
-        batch.n_tokens = 1
-        batch.token[0] = token
-        batch.pos[0] = position
-        batch.n_seq_id[0] = 1
-        batch.seq_id[0][0] = 0
-        batch.logits[0] = 1
-        self._check(llama_cpp.llama_decode(self._ctx, batch))
-        self._tokens.append(token)
-        self.n_decoded += 1
-        return self.last_logits()
-
-    def last_logits(self) -> FloatArray:
-        pointer = llama_cpp.llama_get_logits_ith(self._ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
-
-    def _decode(self, ids: Sequence[int], start: int, *, all_logits: bool) -> None:
-        batch = self._batch
-        n = len(ids)
-        batch.n_tokens = n
-        for i, token in enumerate(ids):
+        for i, token in enumerate(chunk):
             batch.token[i] = token
             batch.pos[i] = start + i
             batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1 if all_logits or i == n - 1 else 0
-        self._check(llama_cpp.llama_decode(self._ctx, batch))
-        self._tokens.extend(ids)
-        self.n_decoded += n
-
-    def _check(self, status: int) -> None:
+            batch.seq_id[i][0] = seq
+            batch.logits[i] = 1
+        batch.n_tokens = len(chunk)
+        status = llama_cpp.llama_decode(self._ctx, batch)
+        self.n_calls += 1
         if status != 0:
-            # a failed decode may leave part of the batch in the cache: start from scratch
-            llama_cpp.llama_memory_clear(self._memory, True)
-            del self._tokens[:]
-        if status == 1:
-            raise EmbeddedContextOverflow("llama.cpp found no KV-cache slot for the batch")
-        if status != 0:
+            self._undo([(seq, chunk, True)])
             raise BackendError(f"llama_decode failed with status {status}")
+        self._tokens[seq].extend(chunk)
+        self.n_decoded += len(chunk)
+        return [self.logits(i).copy() for i in range(len(chunk))]
+
+    def feed_one(self, token: int, seq: int = 0) -> FloatArray:
+        """Evaluate one token after sequence ``seq``'s cached ones; return a logits view."""
+        (row,) = self.decode([(seq, (token,), True)])
+        return self.logits(row)
 
     # -- vocabulary --------------------------------------------------------------------------
 

@@ -1,8 +1,13 @@
 """Token sampling from raw logits with numpy: temperature, top-k, top-p and a seed.
 
-The reported logprob of a sampled token is always taken from the *unmodified* distribution,
-``log_softmax(logits)`` at temperature 1 with no truncation, which is what a trainer recomputes
-from the same ids. Temperature, top-k and top-p only decide *which* token is drawn.
+The reported logprob of a sampled token follows ``SamplingParams.logprob_mode``:
+
+* ``"sampled"`` (default): under the distribution the token was drawn from: logits divided by
+  the temperature, truncated to top-k and top-p, renormalized. Greedy decoding (temperature 0
+  or top-k 1) draws from a point mass, so its logprob is ``0.0``. This is the behaviour
+  policy an importance ratio needs.
+* ``"raw"``: under the model's unmodified distribution, ``log_softmax(logits)`` at temperature
+  1 with no truncation (what a trainer recomputes from the same ids without the sampler).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def check_sampling(params: SamplingParams) -> None:
         raise ConfigError(f"top_k must be >= 0 (0 = off), got {params.top_k}")
     if params.max_tokens < 1:
         raise ConfigError(f"max_tokens must be >= 1, got {params.max_tokens}")
+    if params.logprob_mode not in ("sampled", "raw"):
+        raise ConfigError(f"logprob_mode must be 'sampled' or 'raw', got {params.logprob_mode!r}")
 
 
 class TokenSampler:
@@ -56,19 +63,26 @@ class TokenSampler:
         self._rng = np.random.default_rng(params.seed)
 
     def sample(self, logits: FloatArray) -> tuple[int, float]:
-        """Return ``(token, logprob)``; the logprob is under the unmodified distribution."""
-        token = self.choose(logits)
-        return token, token_logprob(logits, token)
+        """Return ``(token, logprob)``, the logprob in the sampler's ``logprob_mode``."""
+        token, sampled = self._draw(logits)
+        if self.params.logprob_mode == "raw":
+            return token, token_logprob(logits, token)
+        return token, sampled
 
     def choose(self, logits: FloatArray) -> int:
+        return self._draw(logits)[0]
+
+    def _draw(self, logits: FloatArray) -> tuple[int, float]:
+        """The drawn token and its logprob under the distribution it was drawn from."""
         params = self.params
         if params.temperature == 0.0 or params.top_k == 1:
-            return int(np.argmax(logits))
+            return int(np.argmax(logits)), 0.0
         ids, weights = self._candidates(logits)
         cumulative = np.cumsum(weights, dtype=np.float64)
         draw = self._rng.random() * cumulative[-1]
         index = min(int(np.searchsorted(cumulative, draw, side="right")), len(cumulative) - 1)
-        return index if ids is None else int(ids[index])
+        logprob = math.log(float(weights[index])) - math.log(float(cumulative[-1]))
+        return (index if ids is None else int(ids[index])), logprob
 
     def _candidates(self, logits: FloatArray) -> tuple[IntArray | None, npt.NDArray[np.float64]]:
         """Candidate ids (``None`` = the whole vocabulary, in id order) and unnormalised weights."""

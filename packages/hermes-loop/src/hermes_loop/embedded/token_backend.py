@@ -1,17 +1,15 @@
 """The embedded token backend: ids in, sampled ids + exact logprobs out, in-process.
 
-One :class:`LlamaRuntime` serves every rollout. Requests queue first-come first-served on an
-``anyio.Lock`` (FIFO); each runs in a worker thread. The KV cache keeps the ids it was last fed,
-so a turn whose prompt extends the previous one (same rollout, next turn) only evaluates the new
-suffix. Cancelling a request sets a flag the worker checks between tokens; the worker is
-abandoned by the caller, and a second (thread) lock keeps the next request off the C context
-until the abandoned one has stopped.
+One :class:`LlamaRuntime` with ``n_seq`` KV-cache sequences serves every rollout through a
+:class:`~hermes_loop.embedded.scheduler.BatchScheduler`: up to ``n_seq`` requests run at once,
+batched into shared ``llama_decode`` calls in the scheduler's thread; the others wait in
+arrival order. A caller waits in a worker thread it abandons on cancellation; the scheduler
+sees the cancel flag before its next step and frees the request's sequence.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -22,51 +20,55 @@ from hermes_protocols import (
     BackendError,
     BackendTimeout,
     ConfigError,
-    FinishReason,
     Generation,
     SamplingParams,
 )
 
 from hermes_loop.embedded.model_file import resolve_model_path
+from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
 from hermes_loop.embedded.runtime import (
     BATCH_INVARIANT_UBATCH,
     EmbeddedContextOverflow,
     FloatArray,
     LlamaRuntime,
 )
-from hermes_loop.embedded.sampling import TokenSampler, check_sampling, log_softmax
+from hermes_loop.embedded.sampling import check_sampling, log_softmax
+from hermes_loop.embedded.scheduler import BatchScheduler
 
-_T = TypeVar("_T")
-
-
-class GenerationCancelled(BackendError):
-    """Raised inside an abandoned worker when its request was cancelled (never seen by callers)."""
+_T = TypeVar("_T", Generation, FloatArray)
 
 
 class EmbeddedTokenBackend:
     """A :class:`hermes_protocols.TokenBackend` on an in-process llama.cpp model.
 
-    Logprobs are those of the *unmodified* model distribution, ``log_softmax(logits)`` at
-    temperature 1 without top-k/top-p truncation, for the token actually sampled; they equal a
-    teacher-forced recompute of the same ids (see :meth:`score`). Generation stops at an
-    end-of-generation token (included in the ids, finish ``"stop"``), at a ``stop`` string
-    (the ids up to and including the token that completed it, finish ``"stop"``), at
-    ``max_tokens`` or a full context (finish ``"length"``). The end-of-generation ids are all
-    those the GGUF declares (:attr:`end_token_ids`), not only EOS.
+    Logprobs follow ``SamplingParams.logprob_mode`` (``"sampled"``: the distribution the token
+    was drawn from, tempered and truncated, renormalized, ``0.0`` when greedy; ``"raw"``: the
+    untempered ``log_softmax(logits)``), always computed from the logits row the token was
+    sampled from; ``Generation.logprob_mode`` says which. Generation stops at an
+    end-of-generation token (included in the ids, finish ``"stop"``), at a ``stop`` string (the
+    ids up to and including the token that completed it, finish ``"stop"``), at ``max_tokens``
+    or a full context (finish ``"length"``). The end-of-generation ids are all those the GGUF
+    declares (:attr:`end_token_ids`), not only EOS.
 
     Build with :meth:`open` (async, loads in a thread) and close with :meth:`aclose` or
     ``async with``. ``timeout_s`` bounds each request, queueing included
-    (:class:`BackendTimeout`).
+    (:class:`BackendTimeout`). ``deterministic`` runs one sequence per ``llama_decode``.
     """
 
-    def __init__(self, runtime: LlamaRuntime, *, timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        runtime: LlamaRuntime,
+        *,
+        timeout_s: float | None = None,
+        deterministic: bool = False,
+    ) -> None:
         self._runtime = runtime
-        self._queue = anyio.Lock()
-        self._engine = threading.Lock()
-        self._closing = False  # set by aclose: queued requests fail instead of running
+        self._scheduler = BatchScheduler(runtime, deterministic=deterministic)
+        self._closing = False
         self._closed = False
+        self._waiters: anyio.CapacityLimiter | None = None
         self.timeout_s = timeout_s
-        #: prompt tokens reused from the KV cache / evaluated by the last request
+        #: prompt tokens reused from the KV cache / evaluated by the last finished request
         self.last_reused = 0
         self.last_evaluated = 0
 
@@ -76,33 +78,48 @@ class EmbeddedTokenBackend:
         model: str | Path | None = None,
         *,
         n_ctx: int = 2048,
+        concurrency: int = 1,
         n_threads: int | None = None,
         n_batch: int = 512,
         n_ubatch: int = BATCH_INVARIANT_UBATCH,
         timeout_s: float | None = None,
+        deterministic: bool = False,
         quiet: bool = True,
     ) -> EmbeddedTokenBackend:
-        """Load ``model`` (a ``.gguf`` path, default SmolLM2-135M-Instruct) in a worker thread."""
+        """Load ``model`` (a ``.gguf`` path, default SmolLM2-135M-Instruct) in a worker thread.
+
+        ``n_ctx`` is the context of one sequence; ``concurrency`` the number of sequences (the
+        requests that run at once), so the KV cache holds ``n_ctx * concurrency`` tokens.
+        """
         path = resolve_model_path(model)
         runtime = await anyio.to_thread.run_sync(
             lambda: LlamaRuntime(
                 path,
                 n_ctx=n_ctx,
+                n_seq=concurrency,
                 n_threads=n_threads,
                 n_batch=n_batch,
                 n_ubatch=n_ubatch,
                 quiet=quiet,
             )
         )
-        return cls(runtime, timeout_s=timeout_s)
+        return cls(runtime, timeout_s=timeout_s, deterministic=deterministic)
 
     @property
     def runtime(self) -> LlamaRuntime:
         return self._runtime
 
     @property
+    def scheduler(self) -> BatchScheduler:
+        return self._scheduler
+
+    @property
     def n_ctx(self) -> int:
         return self._runtime.n_ctx
+
+    @property
+    def concurrency(self) -> int:
+        return self._runtime.n_seq
 
     @property
     def end_token_ids(self) -> frozenset[int]:
@@ -115,7 +132,7 @@ class EmbeddedTokenBackend:
 
     @property
     def cached_ids(self) -> tuple[int, ...]:
-        """The ids whose keys/values are in the KV cache right now."""
+        """The ids whose keys/values are in the KV cache of sequence 0 right now."""
         return self._runtime.cached
 
     async def __aenter__(self) -> EmbeddedTokenBackend:
@@ -125,34 +142,43 @@ class EmbeddedTokenBackend:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Let the running request (if any) finish, fail the queued ones, free the model."""
+        """Let the running requests finish, fail the queued ones, free the model."""
         self._closing = True
         with anyio.CancelScope(shield=True):
-            async with self._queue:
-                if self._closed:
-                    return
-                self._closed = True
-                await anyio.to_thread.run_sync(self._close_sync)
+            if self._closed:
+                return
+            self._closed = True
+            await anyio.to_thread.run_sync(self._close_sync)
 
     def _close_sync(self) -> None:
-        with self._engine:
-            self._runtime.close()
+        self._scheduler.close()
+        self._runtime.close()
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
         check_sampling(sampling)
-        ids = self._checked_ids(prompt_ids)
-        return await self._run(lambda cancel: self._generate_sync(ids, sampling, cancel))
+        request = GenerateRequest(self._checked_ids(prompt_ids), sampling)
+        generation = await self._run(request, request.outcome)
+        self.last_reused, self.last_evaluated = request.reused, request.evaluated
+        return generation
 
     async def score(self, ids: Sequence[int], *, start: int = 1) -> list[float]:
-        """Teacher-forced logprobs of ``ids[start:]``, each given all ids before it.
+        """Teacher-forced raw logprobs of ``ids[start:]``, each given all ids before it.
 
-        Evaluates the whole sequence in one pass from an empty cache (the reference a trainer
-        computes); element ``i`` is the logprob of ``ids[start + i]``.
+        Evaluates the whole sequence in one pass from an empty sequence (the reference a
+        trainer computes); element ``i`` is ``log_softmax`` of ``ids[start + i]``.
         """
+        rows = await self.teacher_logits(ids, start=start)
+        targets = list(ids[start:])
+        return await anyio.to_thread.run_sync(_pick_logprobs, rows, targets)
+
+    async def teacher_logits(self, ids: Sequence[int], *, start: int = 1) -> FloatArray:
+        """Teacher-forced logits: row ``i`` is the distribution of ``ids[start + i]`` given the
+        ids before it (shape ``(len(ids) - start, n_vocab)``), from one pass over ``ids``."""
         checked = self._checked_ids(ids)
         if not 1 <= start <= len(checked):
             raise ConfigError(f"start must be in [1, {len(checked)}], got {start}")
-        return await self._run(lambda cancel: self._score_sync(checked, start))
+        request = ScoreRequest(checked, start)
+        return await self._run(request, request.outcome)
 
     def _checked_ids(self, prompt_ids: Sequence[int]) -> list[int]:
         ids = [int(i) for i in prompt_ids]
@@ -167,96 +193,30 @@ class EmbeddedTokenBackend:
             )
         return ids
 
-    async def _run(self, work: Callable[[threading.Event], _T]) -> _T:
+    async def _run(self, request: Request, outcome: Callable[[], _T]) -> _T:
+        if self._waiters is None:  # one waiting thread per request that may be running
+            self._waiters = anyio.CapacityLimiter(self._runtime.n_seq + 1)
         timeout = math.inf if self.timeout_s is None else self.timeout_s
-        cancel = threading.Event()
         try:
             with anyio.fail_after(timeout):
-                async with self._queue:
-                    if self._closing:
-                        raise BackendError("the embedded backend is closed")
-                    return await anyio.to_thread.run_sync(work, cancel, abandon_on_cancel=True)
+                if self._closing:
+                    raise BackendError("the embedded backend is closed")
+                self._scheduler.submit(request)
+                # the thread's own bound only backs up the one above, which fires first
+                backstop = None if self.timeout_s is None else self.timeout_s + 5.0
+                await anyio.to_thread.run_sync(
+                    request.wait, backstop, abandon_on_cancel=True, limiter=self._waiters
+                )
         except TimeoutError as exc:
             raise BackendTimeout(
                 f"the embedded model did not answer within {self.timeout_s} s "
                 "(queueing included); raise timeout_s or lower max_tokens"
             ) from exc
         finally:
-            cancel.set()
-
-    # -- worker-thread side ------------------------------------------------------------------
-
-    def _prefill(self, ids: list[int], cancel: threading.Event) -> FloatArray:
-        """Bring the KV cache to ``ids`` reusing the longest cached prefix; return last logits."""
-        runtime = self._runtime
-        reuse = min(runtime.common_prefix(ids), len(ids) - 1)
-        runtime.truncate(reuse)
-        self.last_reused, self.last_evaluated = reuse, len(ids) - reuse
-        logits: FloatArray | None = None
-        for offset in range(reuse, len(ids), runtime.n_batch):
-            if cancel.is_set():
-                raise GenerationCancelled("cancelled during prompt evaluation")
-            logits = runtime.feed(ids[offset : offset + runtime.n_batch])
-        assert logits is not None
-        return logits
-
-    def _generate_sync(
-        self, ids: list[int], sampling: SamplingParams, cancel: threading.Event
-    ) -> Generation:
-        with self._engine:
-            if self._closed:
-                raise BackendError("the embedded backend is closed")
-            return self._generate_locked(ids, sampling, cancel)
-
-    def _generate_locked(
-        self, ids: list[int], sampling: SamplingParams, cancel: threading.Event
-    ) -> Generation:
-        runtime = self._runtime
-        end_ids = runtime.eog_ids
-        logits = self._prefill(ids, cancel)
-        sampler = TokenSampler(sampling)
-        stops = [s.encode("utf-8") for s in sampling.stop if s]
-        text = bytearray()
-        out: list[int] = []
-        logprobs: list[float] = []
-        finish: FinishReason = "length"
-        while True:
-            token, logprob = sampler.sample(logits)
-            out.append(token)
-            logprobs.append(logprob)
-            if token in end_ids:
-                finish = "stop"
-                break
-            if stops and _hit_stop(text, runtime.piece(token), stops):
-                finish = "stop"
-                break
-            if len(out) >= sampling.max_tokens or runtime.n_cached >= runtime.n_ctx:
-                break
-            if cancel.is_set():
-                finish = "abort"
-                break
-            logits = runtime.feed_one(token)
-        return Generation(ids=out, logprobs=logprobs, finish_reason=finish)
-
-    def _score_sync(self, ids: list[int], start: int) -> list[float]:
-        with self._engine:
-            if self._closed:
-                raise BackendError("the embedded backend is closed")
-            self._runtime.truncate(0)
-            try:
-                rows = self._runtime.feed(ids, all_logits=True)
-            finally:
-                self._runtime.truncate(0)
-            logprobs = log_softmax(rows[start - 1 : len(ids) - 1])
-            targets = ids[start:]
-            return [float(logprobs[i, t]) for i, t in enumerate(targets)]
+            request.cancel.set()  # no effect once finished; otherwise frees its sequence
+        return outcome()
 
 
-def _hit_stop(text: bytearray, piece: bytes, stops: list[bytes]) -> bool:
-    """Append ``piece`` to ``text``; whether a stop string now ends inside the new bytes.
-
-    Byte-level matching is exact for UTF-8 (a valid encoding never matches mid-character).
-    """
-    before = len(text)
-    text += piece
-    return any(text.find(stop, max(0, before - len(stop) + 1)) >= 0 for stop in stops)
+def _pick_logprobs(rows: FloatArray, targets: list[int]) -> list[float]:
+    logprobs = log_softmax(rows)
+    return [float(logprobs[i, t]) for i, t in enumerate(targets)]
