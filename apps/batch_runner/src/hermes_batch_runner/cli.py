@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--context-tokens", type=int, metavar="N", help="context budget per rollout (4096)"
     )
+    model.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="llama.cpp threads of the embedded model (physical cores)",
+    )
     model.add_argument("--api-key", help="server API key (default: $OPENAI_API_KEY)")
     model.add_argument("--extra-body", type=_json_object, metavar="JSON", help="request extras")
     model.add_argument(

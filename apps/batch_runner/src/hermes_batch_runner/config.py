@@ -109,6 +109,7 @@ class RunConfig:
     model: str | None = None
     tokenizer: str | None = None
     context_tokens: int = 4096
+    threads: int | None = None
     server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
     extra_body: JSONObject | None = None
     end_token_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_ids_or_none)

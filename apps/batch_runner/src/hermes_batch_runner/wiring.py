@@ -62,6 +62,8 @@ OPTION_NAMES = {
     "model.server_logprob_mode": "--server-logprob-mode",
     "model.parse_content_tool_calls": "--parse-tool-calls-from-content",
     "model.context_tokens": "--context-tokens",
+    "model.concurrency": "--concurrency",
+    "model.threads": "--threads",
     "model.timeout_s": "--rollout-timeout",
     "sandbox.kind": "--sandbox",
     "sandbox.image": "--sandbox-image",
@@ -96,6 +98,8 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             end_token_ids=config.end_token_ids,
             server_logprob_mode=config.server_logprob_mode,
             parse_content_tool_calls=config.parse_content_tool_calls,
+            concurrency=config.in_flight,
+            threads=config.threads,
         ),
         sandbox=SandboxSpec(
             kind=config.sandbox,

@@ -75,7 +75,10 @@ class ModelSpec:
     ``end_token_ids`` replaces the end ids read from the server / tokenizer (token mode);
     ``server_logprob_mode`` is the mode a vLLM / SGLang server returns (``None``: the engine's
     default, raw for vLLM, sampled for SGLang); ``parse_content_tool_calls`` turns on phase 1's
-    client-side parsing of tool calls found in ``content``.
+    client-side parsing of tool calls found in ``content``. Embedded only: ``concurrency`` is
+    how many rollouts generate at once (one KV-cache sequence each, decoded in shared
+    batches), ``threads`` the llama.cpp threads (default: physical cores), ``deterministic``
+    one sequence per decode (bitwise replay, slower).
     """
 
     server_type: ServerType = attrs.field(default="embedded", validator=_server_type)
@@ -92,6 +95,9 @@ class ModelSpec:
     end_token_ids: tuple[int, ...] | None = attrs.field(default=None, converter=_id_tuple)
     server_logprob_mode: LogprobMode | None = None
     parse_content_tool_calls: bool = False
+    concurrency: int = attrs.field(default=1, validator=_positive)
+    threads: int | None = attrs.field(default=None, validator=attrs.validators.optional(_positive))
+    deterministic: bool = False
 
 
 HFExport = Callable[[str | Path], Awaitable[Path]]
@@ -233,7 +239,12 @@ async def _embedded(spec: ModelSpec, parser: ToolCallParser) -> AsyncIterator[Mo
     from hermes_loop.embedded import EmbeddedModel  # lazy: needs the ``embedded`` extra
 
     async with await EmbeddedModel.open(
-        spec.gguf_path or None, n_ctx=spec.context_tokens, timeout_s=spec.timeout_s
+        spec.gguf_path or None,
+        n_ctx=spec.context_tokens,
+        concurrency=spec.concurrency,
+        n_threads=spec.threads,
+        deterministic=spec.deterministic,
+        timeout_s=spec.timeout_s,
     ) as embedded:
         yield ModelHandle(
             embedded.token_model(parser),
