@@ -583,3 +583,11 @@ async def test_long_first_prompt_is_tokenized_off_the_event_loop(
     first_prompt = [name for size, name in tok.encodes if size == len(prompt_text)]
     assert first_prompt
     assert first_prompt[0] != threading.main_thread().name
+
+
+@pytest.mark.anyio
+async def test_the_record_names_the_seed_the_rollout_sampled_with(kit: Any) -> None:
+    backend = kit.ScriptedChatBackend([Message.assistant("done")])
+    loop = AgentLoop(ChatModel(backend), sampling=SamplingParams(seed=1))
+    result = await loop.run(USER, tools=[kit.ECHO], executor=kit.RecordingExecutor(), seed=5)
+    assert result.metadata["sampling"]["seed"] == 5

@@ -241,7 +241,7 @@ class AgentLoop:
             turn_stats=state.stats,
             drift=drift,
             error=state.error,
-            metadata={"sampling": sampling_record(self.sampling, trace)},
+            metadata={"sampling": sampling_record(state.sampling, trace)},
         )
 
     def _emit(self, event: LoopEvent) -> None:

@@ -46,11 +46,14 @@ def conversations(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> l
 
 
 def tool_stats(result: AgentResult | None) -> dict[str, dict[str, int]]:
-    """Per tool name: ``calls`` made, ``failures`` (recorded tool errors), ``successes``."""
+    """Per tool name: ``calls`` the model made, ``failures`` (recorded tool errors),
+    ``successes``. Only the rollout's own turns count: calls shown in the prompt (a prefill
+    demonstration) were not made by the model."""
     stats: dict[str, dict[str, int]] = {}
     if result is None:
         return stats
-    for message in result.messages:
+    generated = [m for m in result.messages if m.role == "assistant"][-result.turns :]
+    for message in generated if result.turns else ():
         for call in message.tool_calls:
             entry = stats.setdefault(call.name, {"calls": 0, "successes": 0, "failures": 0})
             entry["calls"] += 1
