@@ -127,6 +127,7 @@ async def test_acquire_timeout_is_an_infrastructure_failure(
 class _BackendDownAgent:
     def __init__(self) -> None:
         self.calls = 0
+        self.seeds: list[int | None] = []
 
     async def run(
         self,
@@ -137,6 +138,7 @@ class _BackendDownAgent:
         seed: int | None = None,
     ) -> AgentResult:
         self.calls += 1
+        self.seeds.append(seed)
         return AgentResult(
             messages=messages, stop_reason=StopReason.BACKEND_ERROR, turns=0, error="503"
         )
@@ -149,6 +151,19 @@ async def test_backend_errors_are_retried_then_reported(pool: Any, toolsets: Any
     assert agent.calls == 3
     assert rollout.failure is not None
     assert "503" in rollout.failure.message
+
+
+async def test_retries_sample_with_new_reproducible_seeds(pool: Any, toolsets: Any) -> None:
+    env = _env()
+    seen = []
+    for _ in range(2):
+        agent = _BackendDownAgent()
+        runner = RolloutRunner(env, pool, agent, toolsets, config=FAST)
+        await runner.run_rollout(_item(env), toolsets, seed=11)
+        seen.append(agent.seeds)
+    assert seen[0] == seen[1]  # reproducible
+    assert seen[0][0] == 11
+    assert len(set(seen[0])) == 3  # a deterministic failure is not replayed with one seed
 
 
 async def test_group_members_use_own_slots_and_same_toolsets(

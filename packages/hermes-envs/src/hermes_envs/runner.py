@@ -8,6 +8,7 @@ slot up to ``RunnerConfig.max_attempts`` and then reported as
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import random
@@ -247,7 +248,9 @@ class RolloutRunner:
     ) -> ScoredRollout:
         """One rollout with infrastructure retries; never raises for infrastructure failures.
 
-        ``seed`` is the rollout's sampling seed (``None``: the agent's own)."""
+        ``seed`` is the rollout's sampling seed (``None``: the agent's own); a retry samples
+        with a seed derived from it, so a failure caused by what was sampled (a deterministic
+        backend error on one output) is not replayed identically."""
         rollout_id = f"{self.env.name}/{item.id}/{group_index}"
         shown = {  # what the model is told: the tools of its toolsets, as OpenAI schemas
             "toolsets": [t.name for t in toolsets],
@@ -259,7 +262,7 @@ class RolloutRunner:
             attempts = attempt
             try:
                 result, score, timings, workspace = await self._attempt(
-                    item, toolsets, f"{rollout_id}#{attempt}", seed
+                    item, toolsets, f"{rollout_id}#{attempt}", attempt_seed(seed, attempt)
                 )
             except _InfraFailure as failure:
                 last = failure
@@ -368,6 +371,15 @@ class RolloutRunner:
         if score.failure is FailureKind.INFRASTRUCTURE:
             raise _InfraFailure("verify", score.details or "verifier reported an infra failure")
         return result, score, clock.timings, dict(metadata)
+
+
+def attempt_seed(seed: int | None, attempt: int) -> int | None:
+    """The sampling seed of ``attempt`` (1-based): ``seed`` itself first, then distinct and
+    reproducible seeds derived from it."""
+    if seed is None or attempt <= 1:
+        return seed
+    digest = hashlib.sha256(f"{seed}#attempt{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 class _PhaseClock:
