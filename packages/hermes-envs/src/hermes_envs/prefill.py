@@ -9,24 +9,16 @@ prompt tokens (never trainable); records mark how many there were.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import attrs
-from hermes_protocols import (
-    AgentResult,
-    ConversionError,
-    Environment,
-    Item,
-    Message,
-    RewardContext,
-    Score,
-    Slot,
-)
+from hermes_protocols import ConversionError, Environment, Item, Message, Slot
 from hermes_protocols.convert import messages_from_openai
 
+from hermes_envs._wrapped import WrappedEnvironment
 from hermes_envs.errors import DatasetError
 
 #: roles a demonstration may hold (a system message stays the environment's own)
@@ -85,22 +77,10 @@ def demonstration_path(name: str) -> Path:
 
 
 @attrs.frozen(slots=True)
-class PrefilledEnvironment:
+class PrefilledEnvironment(WrappedEnvironment):
     """``inner`` with ``prefill`` inserted after its system message(s), before the task."""
 
-    inner: Environment
     prefill: tuple[Message, ...]
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def toolsets(self) -> Sequence[str]:
-        return self.inner.toolsets
-
-    def items(self, *, seed: int, split: str = "train") -> Iterator[Item]:
-        return self.inner.items(seed=seed, split=split)
 
     def prompt(self, item: Item) -> Sequence[Message]:
         messages = list(self.inner.prompt(item))
@@ -114,9 +94,6 @@ class PrefilledEnvironment:
         holds (records carry it, so demonstrations are never mistaken for the rollout)."""
         metadata = await self.inner.setup_workspace(item, slot)
         return {**metadata, "prefill_messages": len(self.prefill)}
-
-    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
-        return await self.inner.verify(item, result, ctx)
 
 
 def with_prefill(environment: Environment, prefill: Sequence[Message]) -> Environment:
