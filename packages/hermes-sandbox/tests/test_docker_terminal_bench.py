@@ -58,7 +58,12 @@ class _Oracle:
         self.script = script
 
     async def run(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema], executor: ToolExecutor
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema],
+        executor: ToolExecutor,
+        seed: int | None = None,
     ) -> AgentResult:
         output = await executor("terminal", {"command": self.script})
         call = ToolCall("call_0", "terminal", json.dumps({"command": self.script}))
