@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import psutil
@@ -116,6 +117,30 @@ def _mounts() -> list[str]:
         return sorted(p for p in (line.split()[4] for line in f) if not p.startswith(shared))
 
 
+T = TypeVar("T")
+
+
+def _settled(probe: Callable[[], list[T]], seconds: float = 5.0) -> list[T]:
+    """``probe()`` once it is empty, or what it still finds after ``seconds`` (a process that
+    was just killed, or a mount the kernel is still taking down, is not a leak)."""
+    deadline = time.monotonic() + seconds
+    found = probe()
+    while found and time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = probe()
+    return found
+
+
+def _live_children(before: set[int]) -> list[int]:
+    """Descendants of this process that did not exist before and are not zombies."""
+    alive = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child.pid)
+    return sorted(alive)
+
+
 def _describe(pids: list[int]) -> list[str]:
     described = []
     for pid in pids:
@@ -138,10 +163,10 @@ def sandbox_root() -> Iterator[Path]:
         # .bin holds the reachable bwrap copy and the seccomp program: a cache, kept on purpose.
         left = sorted(p.name for p in root.iterdir() if p.name != ".bin")
         assert left == [], f"directories left behind: {left}"
-        assert _mounts() == mounts, "mounts left behind"
+        added = _settled(lambda: sorted(set(_mounts()) - set(mounts)))
+        assert added == [], f"mounts left behind: {added}"
         assert _cgroups(root) == [], f"cgroups left behind: {_cgroups(root)}"
-        extra = {p.pid for p in psutil.Process().children(recursive=True)} - children
-        alive = [pid for pid in extra if psutil.pid_exists(pid)]
+        alive = _settled(lambda: _live_children(children))
         assert alive == [], f"child processes left behind: {_describe(alive)}"
     finally:
         shutil.rmtree(root, ignore_errors=True)
