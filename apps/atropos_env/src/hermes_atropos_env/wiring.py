@@ -140,6 +140,9 @@ def rollout_spec(
             server_logprob_mode=inference.server_logprob_mode,
             parse_content_tool_calls=inference.parse_content_tool_calls,
             concurrency=_pool_capacity(env),
+            # one sequence per decode: shared batches are faster but their logprobs move
+            # from a teacher-forced recompute (measured up to 0.24 nats, docs/embedded.md)
+            deterministic=True,
         ),
         sandbox=SandboxSpec(
             kind=env.tool_pool_mode,
