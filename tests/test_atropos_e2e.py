@@ -98,27 +98,50 @@ def _wait_http(url: str, timeout: float) -> None:
     raise TimeoutError(f"{url} did not answer within {timeout}s")
 
 
+#: teacher-forced recompute in a fresh process, as a trainer would do it: every id sequence on
+#: stdin (JSON) -> the logprob of ids[1:] under the embedded model, as JSON on stdout
+_RECOMPUTE = """
+import json, sys
+import anyio
+from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
+
+async def main():
+    sequences = json.load(sys.stdin)
+    async with await EmbeddedTokenBackend.open(n_ctx=2048) as model:
+        print(json.dumps([await model.score(ids, start=1) for ids in sequences]))
+
+anyio.run(main)
+"""
+
+
 async def _check_against_model(groups: Sequence[dict[str, Any]]) -> None:
     """Every unmasked token and its logprob is what the embedded model produced: a
-    teacher-forced recompute of the whole sequence by the same model gives the same logprobs
-    (to 1e-3) at every trainable position."""
-    from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
-
+    teacher-forced recompute of the whole sequence by the same model, in a fresh process,
+    gives the same logprobs (to 1e-3) at every trainable position."""
+    rows = [
+        (ids, mask, lps)
+        for group in groups
+        for ids, mask, lps in zip(
+            group["tokens"], group["masks"], group["inference_logprobs"], strict=True
+        )
+    ]
+    with anyio.fail_after(600):
+        done = await anyio.run_process(
+            [sys.executable, "-c", _RECOMPUTE],
+            input=json.dumps([ids for ids, _, _ in rows]).encode(),
+            check=True,
+        )
+    recomputed_rows = json.loads(done.stdout.decode().strip().splitlines()[-1])
     checked = 0
-    async with await EmbeddedTokenBackend.open(n_ctx=2048) as model:
-        for group in groups:
-            for ids, mask, lps in zip(
-                group["tokens"], group["masks"], group["inference_logprobs"], strict=True
-            ):
-                recomputed = await model.score(ids, start=1)  # logprob of ids[1:]
-                for position, m in enumerate(mask):
-                    if m == MASKED:
-                        continue
-                    assert m == ids[position]
-                    assert position >= 1
-                    want = recomputed[position - 1]
-                    assert abs(lps[position] - want) < 1e-3, (position, lps[position], want)
-                    checked += 1
+    for (ids, mask, lps), recomputed in zip(rows, recomputed_rows, strict=True):
+        for position, m in enumerate(mask):
+            if m == MASKED:
+                continue
+            assert m == ids[position]
+            assert position >= 1
+            want = recomputed[position - 1]
+            assert abs(lps[position] - want) < 1e-3, (position, lps[position], want)
+            checked += 1
     assert checked > 0
 
 
