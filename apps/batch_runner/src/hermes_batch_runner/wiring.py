@@ -98,11 +98,10 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             end_token_ids=config.end_token_ids,
             server_logprob_mode=config.server_logprob_mode,
             parse_content_tool_calls=config.parse_content_tool_calls,
-            concurrency=config.in_flight,
+            # one KV sequence: with several, recorded logprobs moved from a teacher-forced
+            # recompute (up to 0.24 nats; docs/embedded.md), so exactness wins over speed
+            concurrency=1,
             threads=config.threads,
-            # one sequence per decode: shared batches are faster but their logprobs move
-            # from a teacher-forced recompute (measured up to 0.24 nats, docs/embedded.md)
-            deterministic=True,
         ),
         sandbox=SandboxSpec(
             kind=config.sandbox,
