@@ -2,20 +2,17 @@
 
 The task's image is built offline: ``FROM`` the debootstrap base of ``.ci/docker.sh`` plus the
 task's environment files in ``/app`` (no registry). An integration test across packages (it
-needs hermes_envs): skipped when hermes_envs, the daemon or the base image is missing.
+needs hermes_envs): skipped when the daemon or the base image is missing.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import pytest
-from hermes_protocols import AgentResult, Message, StopReason, ToolCall, ToolExecutor, ToolSchema
 from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.backends.docker import (
     POOL_LABEL,
@@ -24,6 +21,8 @@ from hermes_sandbox.backends.docker import (
     docker_available,
 )
 from hermes_sandbox.tools import terminal_toolset
+
+from .test_envs_on_bwrap import OracleAgent
 
 BASE_IMAGE = "hermes-sandbox-base:bookworm-minbase"
 
@@ -51,34 +50,6 @@ pytestmark = [
 TASK = "word-count"
 
 
-class _Oracle:
-    """Runs the task's shipped solution through the ``terminal`` tool, then answers."""
-
-    def __init__(self, script: str) -> None:
-        self.script = script
-
-    async def run(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema],
-        executor: ToolExecutor,
-        seed: int | None = None,
-    ) -> AgentResult:
-        output = await executor("terminal", {"command": self.script})
-        call = ToolCall("call_0", "terminal", json.dumps({"command": self.script}))
-        return AgentResult(
-            messages=[
-                *messages,
-                Message.assistant(None, (call,)),
-                Message.tool(output.content, "call_0", "terminal"),
-                Message.assistant("done"),
-            ],
-            stop_reason=StopReason.FINAL_ANSWER,
-            turns=2,
-        )
-
-
 def _build_task_image(task: object, context: Path, tag: str) -> None:
     app = context / "app"
     for name, data in task.environment_files.items():  # type: ignore[attr-defined]
@@ -99,12 +70,12 @@ async def test_a_terminal_bench_task_in_its_own_image(tmp_path: Path) -> None:
         backend = DockerBackend(DockerConfig(image=tag, fresh_container_on_reset=True))
         async with SandboxPool(backend, PoolConfig(name=name, slots_per_host=1)) as pool:
             runner = envs.RolloutRunner(
-                env, pool, _Oracle(env.oracle_solution(item)), [terminal_toolset()]
+                env, pool, OracleAgent(env.oracle_solution(item)), [terminal_toolset()]
             )
             [solved] = await runner.run_group(item)
             assert solved.score is not None, solved.failure
             assert solved.score.reward == 1.0, solved.score.details
-            idle = envs.RolloutRunner(env, pool, _Oracle("true"), [terminal_toolset()])
+            idle = envs.RolloutRunner(env, pool, OracleAgent("true"), [terminal_toolset()])
             [unsolved] = await idle.run_group(item)
             assert unsolved.score is not None, unsolved.failure
             assert unsolved.score.reward == 0.0  # the first run's /app/count.txt is gone
