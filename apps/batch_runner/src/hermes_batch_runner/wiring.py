@@ -62,7 +62,6 @@ OPTION_NAMES = {
     "model.server_logprob_mode": "--server-logprob-mode",
     "model.parse_content_tool_calls": "--parse-tool-calls-from-content",
     "model.context_tokens": "--context-tokens",
-    "model.concurrency": "--concurrency",
     "model.threads": "--threads",
     "model.timeout_s": "--rollout-timeout",
     "sandbox.kind": "--sandbox",
