@@ -190,3 +190,8 @@ def test_vllm_without_model_name_names_the_flag() -> None:
     assert "--openai.server_type vllm needs --openai.model_name (the served model's name)" in (
         problems
     )
+
+
+def test_the_embedded_model_keeps_one_kv_sequence_per_pool_slot() -> None:
+    env = HermesAtroposEnvConfig(slots_per_container=3, max_containers=2)
+    assert rollout_spec(env, InferenceConfig(), Credentials()).model.concurrency == 6

@@ -121,3 +121,10 @@ def test_an_unknown_environment_names_the_registered_ones(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match=r"set --env to one of .*terminal_bench"):
         _config(tmp_path, "--env", "nope")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_embedded_model_keeps_one_kv_sequence_per_rollout_in_flight() -> None:
+    config = RunConfig(concurrency=8, sandbox_slots=3, sandbox_max_hosts=2)
+    assert rollout_spec(config, Credentials()).model.concurrency == 6  # capped by the pool
+    config = RunConfig(concurrency=2, sandbox_slots=8)
+    assert rollout_spec(config, Credentials()).model.concurrency == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import anyio
+import numpy as np
 import pytest
 from hermes_loop.embedded import (
     EmbeddedTokenBackend,
@@ -192,3 +193,23 @@ async def test_a_group_arriving_together_evaluates_its_shared_prefix_once(
         solo = await solo_backend.generate(ids, sampling=sampling(index, 4))
         assert solo.ids == together[index].ids
         assert solo.logprobs == together[index].logprobs
+
+
+def test_a_sequence_extended_after_another_was_cut_back_computes_what_a_fresh_one_does(
+    runtime: LlamaRuntime, tokenizer: GGUFTokenizer
+) -> None:
+    """Cells freed by one sequence are reused by the next ids of another. With a unified KV
+    cache those ids landed below the sequence's older cells, attention visited them out of
+    position order and the logits moved; with one KV stream per sequence they do not."""
+    first = prompt(tokenizer, "Write about cats. " * 20)
+    second = prompt(tokenizer, "Write about the sea. " * 20)
+    more = tokenizer.encode("The sea is wide and deep, and the waves roll on the shore. " * 3)
+    runtime.clear()
+    runtime.feed(first, seq=0)
+    runtime.feed(second, seq=1)
+    runtime.truncate(8, seq=0)
+    reused = runtime.feed(more, all_logits=True, seq=1)
+    with LlamaRuntime(default_model_path(), n_ctx=1024, n_seq=1, n_threads=2) as fresh:
+        fresh.feed(second)
+        alone = fresh.feed(more, all_logits=True)
+    assert np.array_equal(reused, alone)

@@ -113,6 +113,12 @@ def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
     )
 
 
+def _pool_capacity(env: HermesAtroposEnvConfig) -> int:
+    """Rollouts that can run at once (the embedded model keeps one KV sequence for each)."""
+    pool = _pool_spec(env)
+    return max(1, pool.slots_per_host * pool.max_hosts)
+
+
 def rollout_spec(
     env: HermesAtroposEnvConfig, inference: InferenceConfig, credentials: Credentials
 ) -> RolloutSpec:
@@ -133,9 +139,7 @@ def rollout_spec(
             end_token_ids=inference.end_token_ids or None,
             server_logprob_mode=inference.server_logprob_mode,
             parse_content_tool_calls=inference.parse_content_tool_calls,
-            # one KV sequence: with several, recorded logprobs moved from a teacher-forced
-            # recompute (up to 0.24 nats; docs/embedded.md), so exactness wins over speed
-            concurrency=1,
+            concurrency=_pool_capacity(env),
         ),
         sandbox=SandboxSpec(
             kind=env.tool_pool_mode,

@@ -62,6 +62,7 @@ OPTION_NAMES = {
     "model.server_logprob_mode": "--server-logprob-mode",
     "model.parse_content_tool_calls": "--parse-tool-calls-from-content",
     "model.context_tokens": "--context-tokens",
+    "model.concurrency": "--concurrency",
     "model.threads": "--threads",
     "model.timeout_s": "--rollout-timeout",
     "sandbox.kind": "--sandbox",
@@ -97,9 +98,7 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             end_token_ids=config.end_token_ids,
             server_logprob_mode=config.server_logprob_mode,
             parse_content_tool_calls=config.parse_content_tool_calls,
-            # one KV sequence: with several, recorded logprobs moved from a teacher-forced
-            # recompute (up to 0.24 nats; docs/embedded.md), so exactness wins over speed
-            concurrency=1,
+            concurrency=config.in_flight,
             threads=config.threads,
         ),
         sandbox=SandboxSpec(

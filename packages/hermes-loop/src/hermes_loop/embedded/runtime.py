@@ -3,13 +3,16 @@
 Nothing here is thread-safe or async: :class:`~hermes_loop.embedded.EmbeddedTokenBackend`
 drives it from one worker thread (its batch scheduler).
 
-Numerics. The context runs flash attention with a ``q8_0`` K/V cache and micro-batches below
-64 tokens. With those settings llama.cpp's CPU attention is the plain online-softmax loop over
-the cells of the query's own sequence (cells of other sequences are skipped by the mask), and
-every weight matrix product is one dot product per output element, so a sequence's logits do
-not depend on which other sequences share the batch or the cache. (An ``f16`` cache switches to
-a tiled kernel at 64 queries and to a thread-split kernel for one query over 512+ cells, both
-of which move logits with the batch composition.)
+Numerics. Each sequence has its own KV-cache stream (``kv_unified = False``), so its cells
+always hold positions ``0..len - 1`` in order; the context runs flash attention with a ``q8_0``
+K/V cache and micro-batches below 64 tokens. With those settings llama.cpp's CPU attention is
+the plain online-softmax loop over the query's own stream in position order, and every weight
+matrix product is one dot product per output element, so a sequence's logits are bitwise those
+of a fresh one-sequence recompute, whatever else shares the batch or the cache. (In a unified
+cache, cells freed by one sequence are reused by another's next ids below its older cells:
+attention then visits them out of position order and the logits move, by up to 0.4 nats on a
+quantized model. An ``f16`` cache switches to a tiled kernel at 64 queries and to a
+thread-split kernel for one query over 512+ cells, both of which move logits with the batch.)
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class EmbeddedContextOverflow(BackendError):
 
 
 class KVCacheFull(BackendError):
-    """llama.cpp found no free KV-cache cells for a batch (evict idle sequences and retry)."""
+    """llama.cpp found no free KV-cache cells for a batch."""
 
 
 def _set_quiet(quiet: bool) -> None:
@@ -76,7 +79,7 @@ BatchEntry = tuple[int, Sequence[int], bool]
 class LlamaRuntime:
     """A loaded GGUF model with one context holding ``n_seq`` KV-cache sequences.
 
-    ``n_ctx`` is the context of *one* sequence; the unified KV cache holds ``n_ctx * n_seq``
+    ``n_ctx`` is the context of *one* sequence: each sequence has a KV stream of ``n_ctx``
     cells, so memory follows the context budget times the concurrency. Each sequence keeps the
     ids it holds (:meth:`cached`); :meth:`decode` evaluates new ids of several sequences in one
     ``llama_decode`` call. The ``seq=0`` defaults keep single-sequence callers short. Call
@@ -113,7 +116,7 @@ class LlamaRuntime:
         params.n_batch = n_batch
         params.n_ubatch = min(n_ubatch, n_batch)
         params.n_seq_max = n_seq
-        params.kv_unified = True
+        params.kv_unified = False  # one KV stream per sequence: its cells in position order
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.type_k = llama_cpp.GGML_TYPE_Q8_0
         params.type_v = llama_cpp.GGML_TYPE_Q8_0
@@ -199,11 +202,14 @@ class LlamaRuntime:
         del tokens[keep:]
 
     def share(self, src: int, dst: int, n: int) -> None:
-        """Make ``dst`` hold the first ``n`` ids of ``src`` by sharing their cells (no compute)."""
+        """Make ``dst`` hold the first ``n`` ids of ``src`` by copying their cells (no compute)."""
         self.truncate(0, dst)
         if n:
-            llama_cpp.llama_memory_seq_cp(self._memory, src, dst, 0, n)
-            self._tokens[dst].extend(self._tokens[src][:n])
+            # across streams llama.cpp copies the whole stream (before the next decode), then
+            # the copy is cut back to n ids
+            llama_cpp.llama_memory_seq_cp(self._memory, src, dst, -1, -1)
+            self._tokens[dst].extend(self._tokens[src])
+            self.truncate(n, dst)
 
     def clear(self) -> None:
         """Empty every sequence."""

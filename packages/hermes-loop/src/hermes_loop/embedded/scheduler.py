@@ -8,7 +8,7 @@ then retires finished or cancelled requests and admits waiting ones into the fre
 A sequence keeps its ids after its request ends, so the next turn of the same rollout (its
 prompt extends them) evaluates only the new ids. A new request takes the free sequence with the
 longest common prefix (else the least recently used one); when another sequence holds a longer
-prefix (the same system prompt and task of a group), its cells are shared with
+prefix (the same system prompt and task of a group), its cells are copied with
 ``llama_memory_seq_cp`` instead of being evaluated again.
 
 ``deterministic`` puts one sequence in each ``llama_decode`` (round robin) for bitwise replay.
@@ -23,7 +23,7 @@ from collections import deque
 from hermes_protocols import BackendError
 
 from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
-from hermes_loop.embedded.runtime import BatchEntry, KVCacheFull, LlamaRuntime
+from hermes_loop.embedded.runtime import BatchEntry, LlamaRuntime
 
 #: a prefix shorter than this is evaluated again rather than waited for and shared
 _MIN_SHARED_PREFIX = 32
@@ -211,7 +211,7 @@ class BatchScheduler:
         if not entries:
             return
         try:
-            rows = self._decode(entries)
+            rows = self.runtime.decode(entries)
         except Exception as exc:
             for request in owners:
                 request.fail(exc)
@@ -226,7 +226,8 @@ class BatchScheduler:
     def _gather(
         self, requests: list[GenerateRequest]
     ) -> tuple[list[BatchEntry], list[GenerateRequest]]:
-        """One decode id per generating request first, then prompt chunks in the rest."""
+        """One decode id per generating request first, then prompt chunks in the rest; entries
+        in sequence order (llama.cpp puts consecutive sequences in one micro-batch)."""
         budget = self.runtime.n_batch
         entries: list[BatchEntry] = []
         owners: list[GenerateRequest] = []
@@ -242,17 +243,8 @@ class BatchScheduler:
                 budget -= len(chunk)
                 entries.append((request.seq, chunk, not request.pending))
                 owners.append(request)
-        return entries, owners
-
-    def _decode(self, entries: list[BatchEntry]) -> list[int]:
-        try:
-            return self.runtime.decode(entries)
-        except KVCacheFull:
-            # idle sequences hold cells for turns that may never come: free them, retry once
-            for seq, owner in enumerate(self._owner):
-                if owner is None:
-                    self.runtime.truncate(0, seq)
-            return self.runtime.decode(entries)
+        order = sorted(range(len(entries)), key=lambda i: entries[i][0])
+        return [entries[i] for i in order], [owners[i] for i in order]
 
     def _sample(self, request: GenerateRequest, row: int) -> None:
         runtime = self.runtime
