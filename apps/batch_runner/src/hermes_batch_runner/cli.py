@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         metavar="N",
-        help="llama.cpp threads of the embedded model (physical cores)",
+        help="fix the embedded model's llama.cpp threads (default: tuned per step, up to the "
+        "physical cores)",
     )
     model.add_argument("--api-key", help="server API key (default: $OPENAI_API_KEY)")
     model.add_argument("--extra-body", type=_json_object, metavar="JSON", help="request extras")

@@ -97,6 +97,8 @@ class LlamaRuntime:
         n_ubatch: int = BATCH_INVARIANT_UBATCH,
         quiet: bool = True,
     ) -> None:
+        #: whether the caller fixed the thread count (else a scheduler may tune it per step)
+        self.threads_fixed = n_threads is not None
         n_threads = default_threads() if n_threads is None else n_threads
         if min(n_ctx, n_seq, n_threads, n_batch, n_ubatch) <= 0:
             raise ConfigError("n_ctx, n_seq, n_threads, n_batch and n_ubatch must be positive")
@@ -132,6 +134,7 @@ class LlamaRuntime:
         self.n_ctx = n_ctx
         self.n_seq = n_seq
         self.n_threads = n_threads
+        self.threads_in_use = n_threads
         self.n_batch = n_batch
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -165,6 +168,12 @@ class LlamaRuntime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def set_threads(self, n_threads: int) -> None:
+        """Threads for the next decodes (the logits do not depend on it)."""
+        if n_threads != self.threads_in_use:
+            llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads)
+            self.threads_in_use = n_threads
 
     # -- sequences ---------------------------------------------------------------------------
 
