@@ -19,31 +19,39 @@ def run_steps(tuner: ThreadTuner, steps: int, cost: dict[int, float], ids: int =
     return chosen
 
 
-def test_an_idle_machine_keeps_every_core_and_probes_rarely() -> None:
+def test_an_idle_machine_moves_to_every_core_and_probes_rarely() -> None:
     tuner = ThreadTuner(2)
-    chosen = run_steps(tuner, 600, {2: 0.004, 1: 0.0066})
+    chosen = run_steps(tuner, 1000, {2: 0.004, 1: 0.0066})
     assert tuner.current == 2
-    # each losing probe doubles the gap: 16, 32, 64, 128, 256 steps
-    assert chosen.count(1) <= 5
-    assert chosen[:FIRST_PROBE_GAP] == [2] * FIRST_PROBE_GAP
+    assert chosen[: FIRST_PROBE_GAP + 1] == [1] * FIRST_PROBE_GAP + [2]  # first probe wins
+    # then each losing probe of one thread doubles the gap: 2, 4, 8, ..., 512 steps
+    assert chosen[FIRST_PROBE_GAP + 1 :].count(1) <= 9
 
 
 def test_a_busy_machine_moves_to_one_thread_and_back_when_it_quiets() -> None:
     tuner = ThreadTuner(2)
     run_steps(tuner, 40, {2: 0.004, 1: 0.0066})
-    busy = run_steps(tuner, 200, {2: 0.05, 1: 0.01})  # a preempted thread stalls each barrier
+    assert tuner.current == 2
+    busy = run_steps(tuner, 2000, {2: 0.05, 1: 0.01})  # a preempted thread stalls each barrier
     assert tuner.current == 1
-    assert busy[-100:].count(2) <= 2
+    # ten times slower: after a losing probe the next waits MAX_PROBE_GAP steps
+    assert busy[-1500:].count(2) <= 2
     run_steps(tuner, 2 * MAX_PROBE_GAP, {2: 0.004, 1: 0.0066})
     assert tuner.current == 2
+
+
+def test_a_busy_machine_from_the_start_pays_for_one_probe() -> None:
+    tuner = ThreadTuner(2)
+    chosen = run_steps(tuner, MAX_PROBE_GAP, {2: 0.05, 1: 0.01})
+    assert chosen.count(2) == 1
 
 
 def test_probes_compare_steps_of_the_same_size() -> None:
     tuner = ThreadTuner(2)
     run_steps(tuner, FIRST_PROBE_GAP, {2: 0.007, 1: 0.012}, ids=1)  # single-sequence decodes
-    # a long prompt chunk is cheaper per id than a decode, with any thread count: no probe on it
-    assert tuner.choose(300) == 2
-    assert tuner.choose(1) == 1
+    # a prompt chunk is cheaper per id than a decode, with any thread count: no probe on it
+    assert tuner.choose(60) == 1
+    assert tuner.choose(1) == 2
 
 
 def test_one_core_leaves_nothing_to_tune() -> None:

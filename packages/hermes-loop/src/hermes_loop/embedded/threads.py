@@ -7,19 +7,24 @@ barrier and a 2-thread step was measured 6 to 8 times slower than a 1-thread one
 not depend on the thread count (work is split by output rows), so the count can change between
 steps freely.
 
-:class:`ThreadTuner` keeps, for each candidate count and step size (ids in the step, in
+:class:`ThreadTuner` starts with one thread (a wrong guess of one thread costs at most the
+idle speed-up, about 1.6x on 2 cores, for a couple of steps; a wrong guess of two costs 10x
+when the cores are busy) and keeps, for each candidate count and step size (ids in the step, in
 buckets), the seconds per evaluated id (a moving average for the count in use, the latest
 probe for the other), runs the current count, and now and then probes the other for one step
-of a size the current count has figures for. A probe that
-loses doubles the wait before the next one (up to :data:`MAX_PROBE_GAP` steps), so a busy
-machine pays for few slow probes; a probe that wins switches at once.
+of a size the current count has figures for. A probe that wins switches at once; one that
+loses doubles the wait before the next (up to :data:`MAX_PROBE_GAP` steps), and one that loses
+by :data:`SEVERE_LOSS` or more (a busy machine: a 2-thread step measured 10 times slower than a
+1-thread one) waits the longest at once, so a busy machine pays for few slow probes.
 """
 
 from __future__ import annotations
 
 #: steps between probes of the other thread count, at first and at most
-FIRST_PROBE_GAP = 16
-MAX_PROBE_GAP = 512
+FIRST_PROBE_GAP = 2
+MAX_PROBE_GAP = 1024
+#: a probe this many times costlier than the current count waits MAX_PROBE_GAP at once
+SEVERE_LOSS = 3.0
 #: weight of the newest step in the moving averages
 SMOOTHING = 0.3
 
@@ -30,13 +35,13 @@ def size_bucket(ids: int) -> int:
 
 
 class ThreadTuner:
-    """Chooses between ``max_threads`` and one thread; feed it every step with :meth:`record`."""
+    """Chooses between one thread and ``max_threads``; feed it every step with :meth:`record`."""
 
     def __init__(self, max_threads: int) -> None:
         if max_threads < 1:
             raise ValueError("max_threads must be at least 1")
-        self.candidates: tuple[int, ...] = (max_threads, 1) if max_threads > 1 else (1,)
-        self.current = self.candidates[0]
+        self.candidates: tuple[int, ...] = (1, max_threads) if max_threads > 1 else (1,)
+        self.current = 1
         self._cost: dict[tuple[int, int], float] = {}
         self._gap = FIRST_PROBE_GAP
         self._until_probe = FIRST_PROBE_GAP
@@ -70,9 +75,12 @@ class ThreadTuner:
             return
         # a probe: its one fresh figure against the current count's recent average
         self._cost[key] = cost
-        if cost < self._cost.get((self.current, key[1]), float("inf")):
+        current = self._cost.get((self.current, key[1]), float("inf"))
+        if cost < current:
             self.current = threads  # the probe won
             self._gap = FIRST_PROBE_GAP
+        elif cost >= SEVERE_LOSS * current:
+            self._gap = MAX_PROBE_GAP
         else:
             self._gap = min(self._gap * 2, MAX_PROBE_GAP)
         self._until_probe = self._gap
