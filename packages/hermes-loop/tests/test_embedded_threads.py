@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hermes_loop.embedded import GGUFTokenizer, LlamaRuntime, default_model_path
+from hermes_loop.embedded import (
+    EmbeddedTokenBackend,
+    GGUFTokenizer,
+    LlamaRuntime,
+    default_model_path,
+)
 from hermes_loop.embedded.threads import FIRST_PROBE_GAP, MAX_PROBE_GAP, ThreadTuner
+from hermes_protocols import SamplingParams
 
 
 def run_steps(tuner: ThreadTuner, steps: int, cost: dict[int, float], ids: int = 8) -> list[int]:
@@ -73,3 +79,22 @@ def test_the_thread_count_does_not_change_the_logits() -> None:
             rows.append(runtime.feed_one(ids[0]).copy())
     assert np.array_equal(rows[0], rows[2])
     assert np.array_equal(rows[1], rows[3])
+
+
+@pytest.mark.anyio
+async def test_a_backend_without_a_thread_count_tunes_it_and_generates_the_same() -> None:
+    tokenizer = GGUFTokenizer.from_gguf(default_model_path())
+    ids = tokenizer.encode(
+        "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    params = SamplingParams(temperature=1.0, max_tokens=24, seed=7)
+    async with await EmbeddedTokenBackend.open(n_ctx=256, n_threads=1) as fixed:
+        assert fixed.scheduler.tuner is None
+        reference = await fixed.generate(ids, sampling=params)
+    async with await EmbeddedTokenBackend.open(n_ctx=256) as tuned:
+        tuner = tuned.scheduler.tuner
+        assert tuner is not None
+        generation = await tuned.generate(ids, sampling=params)
+        assert sum(tuner.steps.values()) == len(generation.ids)  # prompt step + decode steps
+    assert generation.ids == reference.ids
+    assert generation.logprobs == reference.logprobs
