@@ -12,6 +12,8 @@ prefix (the same system prompt and task of a group), its cells are shared with
 ``llama_memory_seq_cp`` instead of being evaluated again.
 
 ``deterministic`` puts one sequence in each ``llama_decode`` (round robin) for bitwise replay.
+An :class:`~hermes_loop.embedded.requests.AdapterRequest` waits for the running requests to
+finish, holds back the ones behind it, swaps the weights and empties the KV cache.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from collections import deque
 
 from hermes_protocols import BackendError
 
-from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
+from hermes_loop.embedded.requests import (
+    AdapterRequest,
+    GenerateRequest,
+    Request,
+    ScoreRequest,
+)
 from hermes_loop.embedded.runtime import BatchEntry, KVCacheFull, LlamaRuntime
 
 #: a prefix shorter than this is evaluated again rather than waited for and shared
@@ -106,15 +113,27 @@ class BatchScheduler:
         admitted: list[Request] = []
         while self._waiting:
             free = [s for s, r in enumerate(self._owner) if r is None]
-            if not free:
+            head = self._waiting[0]
+            if not free or (isinstance(head, AdapterRequest) and self._active()):
                 break
             request = self._waiting.popleft()
             if request.cancel.is_set():
                 request.fail(BackendError("cancelled before it started"))
                 continue
+            if isinstance(request, AdapterRequest):
+                self._swap_adapter(request)
+                continue
             self._place(request, free)
             admitted.append(request)
         return admitted
+
+    def _swap_adapter(self, request: AdapterRequest) -> None:
+        try:
+            self.runtime.set_lora(request.path, request.scale)
+        except Exception as exc:
+            request.fail(exc)
+        else:
+            request.finish()
 
     def _place(self, request: Request, free: list[int]) -> None:
         runtime = self.runtime
