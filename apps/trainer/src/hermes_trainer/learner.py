@@ -26,7 +26,7 @@ from hermes_trainer.objective import sequence_loss
 from hermes_trainer.packing import TrainSequence, pack
 
 #: sequences are padded to a multiple of this many tokens (one compiled shape per multiple)
-PAD_TO = 128
+PAD_TO = 256
 
 
 @attrs.frozen(kw_only=True)
@@ -124,6 +124,11 @@ class LoraLearner:
             tokens=sum(len(s.ids) for s in sequences),
             seconds=time.perf_counter() - started,
         )
+
+    @property
+    def params(self) -> Mapping[str, jax.Array]:
+        """The frozen base weights, as the forward pass takes them."""
+        return self._params
 
     def lora_arrays(self) -> Mapping[str, tuple[FloatArray, FloatArray]]:
         """The current LoRA pairs as numpy arrays (for the GGUF adapter)."""

@@ -11,7 +11,8 @@ every step.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -34,7 +35,7 @@ from hermes_rollouts import (
 
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.gguf_weights import read_base_weights
-from hermes_trainer.grpo import build_batch
+from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.lora import write_gguf_adapter
 from hermes_trainer.metrics import StepMetrics, append_jsonl, plot
@@ -103,11 +104,74 @@ def _generated_tokens(groups: list[list[ScoredRollout]]) -> int:
     )
 
 
-async def train(config: TrainConfig, *, on_step: StepCallback | None = None) -> list[StepMetrics]:
-    """Run ``config.steps`` steps into ``config.output``; return every step's metrics."""
-    output = Path(config.output)
-    await anyio.Path(output).mkdir(parents=True, exist_ok=True)
-    metrics_path, adapter_path = output / "metrics.jsonl", output / "adapter.gguf"
+class Trainer:
+    """A started run: the rollout session, the learner and the output files. :meth:`step` runs
+    one step; the sampler uses the learner's latest weights from the step after an update."""
+
+    def __init__(self, config: TrainConfig, session: RolloutSession, learner: LoraLearner) -> None:
+        load_lora = session.model.load_lora
+        if load_lora is None:
+            raise ConfigError("the trainer needs the embedded model (it hot-loads LoRA adapters)")
+        self.config = config
+        self.session = session
+        self.learner = learner
+        self.output = Path(config.output)
+        self.adapter_path = self.output / "adapter.gguf"
+        self.metrics_path = self.output / "metrics.jsonl"
+        self.history: list[StepMetrics] = []
+        self._load_lora = load_lora
+        self._items = session.items(seed=config.seed)
+        #: the last step's rollout groups and the batch built from them
+        self.last_groups: list[list[ScoredRollout]] = []
+        self.last_batch: Batch | None = None
+
+    async def step(self, step: int) -> StepMetrics:
+        """Sample this step's groups, update, write and load the adapter, record metrics."""
+        config = self.config
+        started = anyio.current_time()
+        groups = await _sample(self.session, self._items, config, step)
+        sampled = anyio.current_time()
+        batch = build_batch(groups)
+        stats: UpdateStats | None = None
+        if batch.groups:
+            stats = await anyio.to_thread.run_sync(self.learner.update, batch.groups)
+            await anyio.to_thread.run_sync(
+                write_gguf_adapter, self.adapter_path, self.learner.lora_arrays(), config.lora.alpha
+            )
+            await self._load_lora(self.adapter_path)
+        sample_s = sampled - started
+        rewards = batch.rewards
+        metrics = StepMetrics(
+            step=step,
+            rollouts=sum(len(g) for g in groups),
+            mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+            pass_rate=sum(r >= 1.0 for r in rewards) / len(rewards) if rewards else 0.0,
+            trained_groups=len(batch.groups),
+            dropped_groups=batch.dropped_groups,
+            failed_rollouts=batch.failed_rollouts,
+            loss=None if stats is None else stats.loss,
+            log_ratio_mean=None if stats is None else stats.log_ratio_mean,
+            log_ratio_max=None if stats is None else stats.log_ratio_max,
+            trainable_tokens=0 if stats is None else stats.trainable_tokens,
+            train_tokens_per_s=None if stats is None else stats.tokens / stats.seconds,
+            sample_tokens_per_s=_generated_tokens(groups) / max(sample_s, 1e-9),
+            sample_s=round(sample_s, 3),
+            update_s=round(anyio.current_time() - sampled, 3),
+        )
+        self.history.append(metrics)
+        self.last_groups = groups
+        self.last_batch = batch
+        await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
+        await anyio.to_thread.run_sync(
+            plot, self.output / "reward.png", self.history, _title(config)
+        )
+        return metrics
+
+
+@asynccontextmanager
+async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
+    """Load the base weights into a learner, open the rollout session; closed on exit."""
+    await anyio.Path(config.output).mkdir(parents=True, exist_ok=True)
     model_path = resolve_model_path(config.model)
     base = await anyio.to_thread.run_sync(read_base_weights, model_path)
     learner = await anyio.to_thread.run_sync(
@@ -115,49 +179,18 @@ async def train(config: TrainConfig, *, on_step: StepCallback | None = None) -> 
             base, config.lora, config.optimizer, temperature=config.temperature, seed=config.seed
         )
     )
-    history: list[StepMetrics] = []
     async with open_session(rollout_spec(config), option_names=OPTION_NAMES) as session:
-        load_lora = session.model.load_lora
-        if load_lora is None:
-            raise ConfigError("the trainer needs the embedded model (it hot-loads LoRA adapters)")
-        items = session.items(seed=config.seed)
+        yield Trainer(config, session, learner)
+
+
+async def train(config: TrainConfig, *, on_step: StepCallback | None = None) -> list[StepMetrics]:
+    """Run ``config.steps`` steps into ``config.output``; return every step's metrics."""
+    async with open_trainer(config) as trainer:
         for step in range(1, config.steps + 1):
-            started = anyio.current_time()
-            groups = await _sample(session, items, config, step)
-            sampled = anyio.current_time()
-            batch = build_batch(groups)
-            stats: UpdateStats | None = None
-            if batch.groups:
-                stats = await anyio.to_thread.run_sync(learner.update, batch.groups)
-                await anyio.to_thread.run_sync(
-                    write_gguf_adapter, adapter_path, learner.lora_arrays(), config.lora.alpha
-                )
-                await load_lora(adapter_path)
-            sample_s = sampled - started
-            rewards = batch.rewards
-            metrics = StepMetrics(
-                step=step,
-                rollouts=sum(len(g) for g in groups),
-                mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
-                pass_rate=sum(r >= 1.0 for r in rewards) / len(rewards) if rewards else 0.0,
-                trained_groups=len(batch.groups),
-                dropped_groups=batch.dropped_groups,
-                failed_rollouts=batch.failed_rollouts,
-                loss=None if stats is None else stats.loss,
-                log_ratio_mean=None if stats is None else stats.log_ratio_mean,
-                log_ratio_max=None if stats is None else stats.log_ratio_max,
-                trainable_tokens=0 if stats is None else stats.trainable_tokens,
-                train_tokens_per_s=None if stats is None else stats.tokens / stats.seconds,
-                sample_tokens_per_s=_generated_tokens(groups) / max(sample_s, 1e-9),
-                sample_s=round(sample_s, 3),
-                update_s=round(anyio.current_time() - sampled, 3),
-            )
-            history.append(metrics)
-            await anyio.to_thread.run_sync(append_jsonl, metrics_path, metrics)
-            await anyio.to_thread.run_sync(plot, output / "reward.png", history, _title(config))
+            metrics = await trainer.step(step)
             if on_step is not None:
                 on_step(metrics)
-    return history
+        return trainer.history
 
 
 def _title(config: TrainConfig) -> str:
