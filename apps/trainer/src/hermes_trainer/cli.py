@@ -20,7 +20,7 @@ from hermes_trainer.config import TrainConfig
 from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import config_record, train
 from hermes_trainer.lora import LoraSpec
-from hermes_trainer.metrics import StepMetrics
+from hermes_trainer.metrics import Evaluation, StepMetrics
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--model", help="a llama-architecture .gguf (default: SmolLM2-135M-Instruct)")
     add("--threads", type=int, help="llama.cpp threads")
     add("--seed", type=int, default=defaults.seed)
+    add(
+        "--eval-items",
+        type=int,
+        default=defaults.eval_items,
+        help="held-out tasks run before and after training (group-size rollouts each)",
+    )
     add("--learning-rate", type=float, default=defaults.optimizer.learning_rate)
     add("--lora-rank", type=int, default=defaults.lora.rank)
     add("--lora-alpha", type=float, default=defaults.lora.alpha)
@@ -68,6 +74,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         model=args.model,
         threads=args.threads,
         seed=args.seed,
+        eval_items=args.eval_items,
         lora=LoraSpec(rank=args.lora_rank, alpha=args.lora_alpha),
         optimizer=OptimizerSpec(learning_rate=args.learning_rate),
     )
@@ -113,9 +120,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.progress:
             console.print(_describe(metrics), highlight=False)
 
+    def on_eval(evaluation: Evaluation) -> None:
+        console.print(
+            f"held-out ({evaluation.label}, after step {evaluation.after_step}): mean reward "
+            f"{evaluation.mean_reward:.3f} over {evaluation.rollouts} rollouts",
+            highlight=False,
+        )
+
     try:
         with progress:
-            anyio.run(lambda: train(config, on_step=on_step))
+            anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
     except Exception as exc:
         error = root_error(exc)
         if not isinstance(error, HermesError | OSError):

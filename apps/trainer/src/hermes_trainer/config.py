@@ -25,7 +25,8 @@ class TrainConfig:
 
     ``group_size`` rollouts of each of ``groups_per_step`` items per step; ``temperature`` is
     both the sampler's and the learner's (its logprobs are the tempered distribution's).
-    ``prefill_messages`` defaults to the shipped ``write_word`` demonstration."""
+    ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
+    held-out tasks (``group_size`` rollouts each) are run before and after training."""
 
     output: Path
     steps: int = attrs.field(default=30, validator=_positive)
@@ -45,5 +46,6 @@ class TrainConfig:
     model: str | None = None
     threads: int | None = None
     seed: int = 0
+    eval_items: int = 0
     lora: LoraSpec = attrs.field(factory=LoraSpec)
     optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)

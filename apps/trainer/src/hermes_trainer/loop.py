@@ -38,9 +38,10 @@ from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.lora import write_gguf_adapter
-from hermes_trainer.metrics import StepMetrics, append_jsonl, plot
+from hermes_trainer.metrics import Evaluation, StepMetrics, append_jsonl, plot
 
 StepCallback = Callable[[StepMetrics], None]
+EvalCallback = Callable[[Evaluation], None]
 
 #: the trainer's options, for the assembly's error messages
 OPTION_NAMES = {
@@ -167,6 +168,30 @@ class Trainer:
         )
         return metrics
 
+    async def evaluate(self, label: str) -> Evaluation:
+        """The current weights on ``config.eval_items`` held-out tasks (the environment's
+        ``test`` split, the same for every call), ``group_size`` rollouts each; appended to
+        ``eval.jsonl``."""
+        config = self.config
+        items = self.session.items(split="test", seed=config.seed)
+        rewards: list[float] = []
+        failed = 0
+        for item in itertools.islice(items, config.eval_items):
+            seed = derive_seed(config.seed, f"eval/{item.id}")
+            group = await self.session.run_group(item, seed=seed, group_size=config.group_size)
+            scored = [r.score.reward for r in group if r.score is not None]
+            failed += len(group) - len(scored)
+            rewards.extend(scored)
+        evaluation = Evaluation(
+            label=label,
+            after_step=len(self.history),
+            rollouts=len(rewards),
+            failed_rollouts=failed,
+            mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+        )
+        await anyio.to_thread.run_sync(append_jsonl, self.output / "eval.jsonl", evaluation)
+        return evaluation
+
 
 @asynccontextmanager
 async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
@@ -183,13 +208,27 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
         yield Trainer(config, session, learner)
 
 
-async def train(config: TrainConfig, *, on_step: StepCallback | None = None) -> list[StepMetrics]:
-    """Run ``config.steps`` steps into ``config.output``; return every step's metrics."""
+async def train(
+    config: TrainConfig,
+    *,
+    on_step: StepCallback | None = None,
+    on_eval: EvalCallback | None = None,
+) -> list[StepMetrics]:
+    """Run ``config.steps`` steps into ``config.output`` (with ``eval_items``, an evaluation
+    of the base weights before and of the trained ones after); return every step's metrics."""
     async with open_trainer(config) as trainer:
+        if config.eval_items:
+            before = await trainer.evaluate("base")
+            if on_eval is not None:
+                on_eval(before)
         for step in range(1, config.steps + 1):
             metrics = await trainer.step(step)
             if on_step is not None:
                 on_step(metrics)
+        if config.eval_items:
+            after = await trainer.evaluate("trained")
+            if on_eval is not None:
+                on_eval(after)
         return trainer.history
 
 

@@ -1,4 +1,5 @@
-"""Per-step metrics: one JSON line per step, and a PNG of reward (and |log ratio|) by step."""
+"""Per-step metrics: one JSON line per step, and a PNG of reward (and |log ratio|) by step;
+held-out evaluations: one JSON line each."""
 
 from __future__ import annotations
 
@@ -34,7 +35,18 @@ class StepMetrics:
     update_s: float
 
 
-def append_jsonl(path: Path, metrics: StepMetrics) -> None:
+@attrs.frozen(kw_only=True)
+class Evaluation:
+    """The weights after ``after_step`` steps on the held-out tasks (``label``: base/trained)."""
+
+    label: str
+    after_step: int
+    rollouts: int
+    failed_rollouts: int
+    mean_reward: float
+
+
+def append_jsonl(path: Path, metrics: StepMetrics | Evaluation) -> None:
     """Append one line (flushed, so a killed run keeps every finished step)."""
     with path.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(attrs.asdict(metrics)) + "\n")
