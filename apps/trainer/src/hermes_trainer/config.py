@@ -29,7 +29,7 @@ class TrainConfig:
     held-out tasks (``group_size`` rollouts each) are run before and after training."""
 
     output: Path
-    steps: int = attrs.field(default=30, validator=_positive)
+    steps: int = attrs.field(default=20, validator=_positive)
     groups_per_step: int = attrs.field(default=4, validator=_positive)
     group_size: int = attrs.field(default=8, validator=_positive)
     families: tuple[str, ...] = ("write_word",)

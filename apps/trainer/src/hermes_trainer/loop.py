@@ -5,7 +5,7 @@ rollouts of each through :mod:`hermes_rollouts` (the embedded model, real sandbo
 environment's verifier), builds the GRPO batch, runs one learner update in a worker thread,
 writes the LoRA adapter as a GGUF and loads it into the embedded model, so the next step
 samples from the updated weights. Metrics go to ``metrics.jsonl`` and ``reward.png`` after
-every step.
+every step; :meth:`Trainer.evaluate` runs held-out tasks with the current weights.
 """
 
 from __future__ import annotations
@@ -122,8 +122,7 @@ class Trainer:
         self.history: list[StepMetrics] = []
         self._load_lora = load_lora
         self._items = session.items(seed=config.seed)
-        #: the last step's rollout groups and the batch built from them
-        self.last_groups: list[list[ScoredRollout]] = []
+        #: the batch the last step built (what it trained on)
         self.last_batch: Batch | None = None
 
     async def step(self, step: int) -> StepMetrics:
@@ -160,7 +159,6 @@ class Trainer:
             update_s=round(anyio.current_time() - sampled, 3),
         )
         self.history.append(metrics)
-        self.last_groups = groups
         self.last_batch = batch
         await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
         await anyio.to_thread.run_sync(
