@@ -16,6 +16,7 @@ PACKAGES = [
     "packages/hermes-rollouts/src",
     "apps/atropos_env/src",
     "apps/batch_runner/src",
+    "apps/trainer/src",
     "packages/hermes-report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")

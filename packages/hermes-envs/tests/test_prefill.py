@@ -36,8 +36,9 @@ def write(tmp_path: Path, data: object) -> Path:
     return path
 
 
-def test_shipped_demonstration_loads_and_shows_real_tool_calls() -> None:
-    demo = load_prefill(demonstration_path("terminal"))
+@pytest.mark.parametrize("name", ["terminal", "write_word"])
+def test_shipped_demonstration_loads_and_shows_real_tool_calls(name: str) -> None:
+    demo = load_prefill(demonstration_path(name))
     calls = [c for m in demo for c in m.tool_calls]
     assert calls
     assert all(c.name == "terminal" for c in calls)

@@ -69,7 +69,8 @@ def _check_tool_results(messages: Sequence[Message], where: str) -> None:
 
 
 def demonstration_path(name: str) -> Path:
-    """A demonstration shipped with hermes-envs (``terminal``: one solved terminal task)."""
+    """A demonstration shipped with hermes-envs (``terminal``: two solved terminal tasks;
+    ``write_word``: two solved tasks of endless_terminals' ``write_word`` family)."""
     found = resources.files("hermes_envs").joinpath("data", "prefill", f"{name}.json")
     if not found.is_file():
         raise DatasetError(f"no shipped demonstration named {name!r}")

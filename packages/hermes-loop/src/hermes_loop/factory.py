@@ -101,6 +101,7 @@ class ModelSpec:
 
 
 HFExport = Callable[[str | Path], Awaitable[Path]]
+LoraLoader = Callable[[str | Path | None], Awaitable[None]]
 
 
 @attrs.frozen
@@ -110,6 +111,8 @@ class ModelHandle:
     ``tokenizer``/``template`` are set whenever known (always in token mode; in phase 1 only
     when ``ModelSpec.tokenizer`` is given). ``export_hf_tokenizer(cache_dir)`` exists for the
     embedded model: it writes (once) an HF tokenizer directory matching the GGUF.
+    ``load_lora(path)`` exists for the embedded model too: later generations use the GGUF LoRA
+    adapter at ``path`` (``None``: the base weights), as a trainer's sampler needs.
     """
 
     model: ChatModel | TokenModel
@@ -117,6 +120,7 @@ class ModelHandle:
     tokenizer: TokenizerProtocol | None = None
     template: ChatTemplate | None = None
     export_hf_tokenizer: HFExport | None = None
+    load_lora: LoraLoader | None = None
 
 
 def _option(name: str, option_names: Mapping[str, str] | None) -> str:
@@ -252,4 +256,5 @@ async def _embedded(spec: ModelSpec, parser: ToolCallParser) -> AsyncIterator[Mo
             embedded.tokenizer,
             embedded.template,
             embedded.hf_tokenizer_dir,
+            embedded.backend.load_lora,
         )

@@ -56,6 +56,7 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "shell_script": families_dev.shell_script,
         "python_fix": families_dev.python_fix,
         "env_merge": families_dev.env_merge,
+        "write_word": families_text.write_word,
     }
 )
 DIFFICULTIES = (1, 2, 3)

@@ -1,4 +1,5 @@
-"""Text-processing families: sort/uniq, grep, sed, awk, head/tail, dedupe, word counts."""
+"""Text-processing families: sort/uniq, grep, sed, awk, head/tail, dedupe, word counts, and
+writing given words to a file."""
 
 from __future__ import annotations
 
@@ -112,4 +113,25 @@ def column_extract(rng: random.Random, level: int) -> Draft:
         files={"records.txt": lines(rows)},
         solution=f"cut -d: -f{col} records.txt > field.txt",
         checks=[FileEquals("field.txt", lines(expected))],
+    )
+
+
+def write_word(rng: random.Random, level: int) -> Draft:
+    """The simplest tool use: put given words into a file (small models solve it sometimes,
+    which is what a first RL run needs)."""
+    target = rng.choice(["answer.txt", "word.txt", "out.txt"])
+    first, second = words(rng, 2)
+    if level == 1:
+        instruction, expected = f"Write the word {first} to {target}.", [first]
+    elif level == 2:
+        instruction = f"Write the words {first} and {second}, one per line, to {target}."
+        expected = [first, second]
+    else:
+        instruction = f"Write the word {first} in upper case to {target}."
+        expected = [first.upper()]
+    return Draft(
+        instruction=instruction,
+        files={},
+        solution=f"printf '%s\\n' {' '.join(expected)} > {target}",
+        checks=[FileEquals(target, lines(expected))],
     )

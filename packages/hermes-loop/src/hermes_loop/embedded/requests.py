@@ -1,4 +1,5 @@
-"""The work the batch scheduler does for one caller: a generation or a teacher-forced score.
+"""The work the batch scheduler does for one caller: a generation, a teacher-forced score or a
+change of weights (a LoRA adapter).
 
 A request is created on the event loop, handed to the scheduler's thread, and finished there
 exactly once (:meth:`Request.finish` / :meth:`Request.fail`); the caller waits on
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from hermes_protocols import BackendError, FinishReason, Generation, SamplingParams
 
@@ -103,3 +105,19 @@ class ScoreRequest(Request):
         self._raise_error()
         assert self._rows is not None
         return self._rows
+
+
+class AdapterRequest(Request):
+    """Swap the LoRA adapter (``None``: the base weights) once no request is running; requests
+    submitted after it run with the new weights."""
+
+    def __init__(self, path: Path | None, scale: float) -> None:
+        super().__init__(())
+        self.path = path
+        self.scale = scale
+
+    def finish(self) -> None:
+        self.done.set()
+
+    def outcome(self) -> None:
+        self._raise_error()

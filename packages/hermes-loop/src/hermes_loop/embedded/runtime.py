@@ -150,6 +150,9 @@ class LlamaRuntime:
         self.n_decoded = 0
         #: ``llama_decode`` calls since the model was loaded
         self.n_calls = 0
+        self._lora: llama_cpp.llama_adapter_lora_p | None = None
+        #: the GGUF LoRA adapter applied to every decode (``None``: the base weights)
+        self.lora_path: Path | None = None
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -174,6 +177,33 @@ class LlamaRuntime:
         if n_threads != self.threads_in_use:
             llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads)
             self.threads_in_use = n_threads
+
+    # -- weights -----------------------------------------------------------------------------
+
+    def set_lora(self, path: Path | None, scale: float = 1.0) -> None:
+        """Apply the GGUF LoRA adapter at ``path`` (``None``: back to the base weights) and
+        empty every sequence: cached keys/values were computed with the old weights.
+
+        The previous adapter is freed. ``scale`` multiplies the adapter's ``alpha / rank``.
+        """
+        new = None
+        if path is not None:
+            new = llama_cpp.llama_adapter_lora_init(self._model, str(path).encode())
+            if not new:
+                raise ConfigError(f"llama.cpp could not load the LoRA adapter {path}")
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(new)
+            scales = (ctypes.c_float * 1)(scale)
+            status = llama_cpp.llama_set_adapters_lora(self._ctx, adapters, 1, scales)
+        else:
+            status = llama_cpp.llama_set_adapters_lora(self._ctx, None, 0, None)
+        if status != 0:
+            if new is not None:
+                llama_cpp.llama_adapter_lora_free(new)
+            raise BackendError(f"llama.cpp could not set the LoRA adapter (status {status})")
+        if self._lora is not None:
+            llama_cpp.llama_adapter_lora_free(self._lora)
+        self._lora, self.lora_path = new, path
+        self.clear()
 
     # -- sequences ---------------------------------------------------------------------------
 

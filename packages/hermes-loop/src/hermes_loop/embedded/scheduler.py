@@ -13,6 +13,8 @@ prefix (the same system prompt and task of a group), its cells are copied with
 
 ``deterministic`` puts one sequence in each ``llama_decode`` (round robin) for bitwise replay.
 Unless the runtime's thread count was fixed, a :class:`ThreadTuner` picks it for every step.
+An :class:`~hermes_loop.embedded.requests.AdapterRequest` waits for the running requests to
+finish, holds back the ones behind it, swaps the weights and empties the KV cache.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from collections import deque
 
 from hermes_protocols import BackendError
 
-from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
+from hermes_loop.embedded.requests import (
+    AdapterRequest,
+    GenerateRequest,
+    Request,
+    ScoreRequest,
+)
 from hermes_loop.embedded.runtime import BatchEntry, LlamaRuntime
 from hermes_loop.embedded.threads import ThreadTuner
 
@@ -113,15 +120,27 @@ class BatchScheduler:
         admitted: list[Request] = []
         while self._waiting:
             free = [s for s, r in enumerate(self._owner) if r is None]
-            if not free:
+            head = self._waiting[0]
+            if not free or (isinstance(head, AdapterRequest) and self._active()):
                 break
             request = self._waiting.popleft()
             if request.cancel.is_set():
                 request.fail(BackendError("cancelled before it started"))
                 continue
+            if isinstance(request, AdapterRequest):
+                self._swap_adapter(request)
+                continue
             self._place(request, free)
             admitted.append(request)
         return admitted
+
+    def _swap_adapter(self, request: AdapterRequest) -> None:
+        try:
+            self.runtime.set_lora(request.path, request.scale)
+        except Exception as exc:
+            request.fail(exc)
+        else:
+            request.finish()
 
     def _place(self, request: Request, free: list[int]) -> None:
         runtime = self.runtime

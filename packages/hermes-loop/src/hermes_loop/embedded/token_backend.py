@@ -25,7 +25,7 @@ from hermes_protocols import (
 )
 
 from hermes_loop.embedded.model_file import resolve_model_path
-from hermes_loop.embedded.requests import GenerateRequest, Request, ScoreRequest
+from hermes_loop.embedded.requests import AdapterRequest, GenerateRequest, Request, ScoreRequest
 from hermes_loop.embedded.runtime import (
     BATCH_INVARIANT_UBATCH,
     EmbeddedContextOverflow,
@@ -35,7 +35,7 @@ from hermes_loop.embedded.runtime import (
 from hermes_loop.embedded.sampling import check_sampling, log_softmax
 from hermes_loop.embedded.scheduler import BatchScheduler
 
-_T = TypeVar("_T", Generation, FloatArray)
+_T = TypeVar("_T", Generation, FloatArray, None)
 
 
 class EmbeddedTokenBackend:
@@ -179,6 +179,13 @@ class EmbeddedTokenBackend:
             raise ConfigError(f"start must be in [1, {len(checked)}], got {start}")
         request = ScoreRequest(checked, start)
         return await self._run(request, request.outcome)
+
+    async def load_lora(self, path: str | Path | None, *, scale: float = 1.0) -> None:
+        """Generate with the GGUF LoRA adapter at ``path`` from now on (``None``: the base
+        weights). Waits for the running requests, then empties the KV cache (its keys and
+        values came from the old weights); requests submitted later see the new weights."""
+        request = AdapterRequest(None if path is None else Path(path), scale)
+        await self._run(request, request.outcome)
 
     def _checked_ids(self, prompt_ids: Sequence[int]) -> list[int]:
         ids = [int(i) for i in prompt_ids]

@@ -1,0 +1,142 @@
+"""`uv run --package hermes-trainer apps/trainer [options]`: the command line of a run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import attrs
+from hermes_protocols import HermesError
+from hermes_rollouts import root_error
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hermes_trainer.config import TrainConfig
+from hermes_trainer.learner import OptimizerSpec
+from hermes_trainer.loop import config_record, train
+from hermes_trainer.lora import LoraSpec
+from hermes_trainer.metrics import Evaluation, StepMetrics
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = TrainConfig(output=Path("."))
+    parser = argparse.ArgumentParser(
+        prog="apps/trainer",
+        description="GRPO on endless_terminals with the embedded model: sample, score, update "
+        "a LoRA adapter (JAX), hot-load it, repeat.",
+    )
+    add = parser.add_argument
+    add("--output", help="run directory (default: runs/train-<UTC timestamp>)")
+    add("--steps", type=int, default=defaults.steps)
+    add("--groups-per-step", type=int, default=defaults.groups_per_step)
+    add("--group-size", type=int, default=defaults.group_size)
+    add("--families", default=",".join(defaults.families), help="endless_terminals families")
+    add("--difficulties", default="1", help="comma-separated levels (1-3)")
+    add("--temperature", type=float, default=defaults.temperature)
+    add("--max-turns", type=int, default=defaults.max_turns)
+    add("--max-tokens", type=int, default=defaults.max_tokens, help="per turn")
+    add("--prefill-messages", help="demonstration JSON (default: the write_word one; 'none')")
+    add("--model", help="a llama-architecture .gguf (default: SmolLM2-135M-Instruct)")
+    add("--threads", type=int, help="llama.cpp threads")
+    add("--seed", type=int, default=defaults.seed)
+    add(
+        "--eval-items",
+        type=int,
+        default=defaults.eval_items,
+        help="held-out tasks run before and after training (group-size rollouts each)",
+    )
+    add("--learning-rate", type=float, default=defaults.optimizer.learning_rate)
+    add("--lora-rank", type=int, default=defaults.lora.rank)
+    add("--lora-alpha", type=float, default=defaults.lora.alpha)
+    add("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    output = args.output or f"runs/train-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    config = TrainConfig(
+        output=Path(output),
+        steps=args.steps,
+        groups_per_step=args.groups_per_step,
+        group_size=args.group_size,
+        families=tuple(f for f in args.families.split(",") if f),
+        difficulties=tuple(int(d) for d in args.difficulties.split(",") if d),
+        temperature=args.temperature,
+        max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
+        model=args.model,
+        threads=args.threads,
+        seed=args.seed,
+        eval_items=args.eval_items,
+        lora=LoraSpec(rank=args.lora_rank, alpha=args.lora_alpha),
+        optimizer=OptimizerSpec(learning_rate=args.learning_rate),
+    )
+    if args.prefill_messages is None:
+        return config
+    prefill = None if args.prefill_messages == "none" else args.prefill_messages
+    return attrs.evolve(config, prefill_messages=prefill)
+
+
+def _describe(m: StepMetrics) -> str:
+    ratio = "-" if m.log_ratio_mean is None else f"{m.log_ratio_mean:.3f}/{m.log_ratio_max:.2f}"
+    return (
+        f"step {m.step}: reward {m.mean_reward:.3f} · |log ratio| mean/max {ratio} · "
+        f"dropped {m.dropped_groups}/{m.trained_groups + m.dropped_groups} groups"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    console = Console(stderr=True, soft_wrap=True)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}", highlight=False)
+        return EXIT_CONFIG
+    config.output.mkdir(parents=True, exist_ok=True)
+    (config.output / "run.json").write_text(json.dumps(config_record(config), indent=2) + "\n")
+    console.print(f"training run -> {config.output}", highlight=False)
+    progress = Progress(
+        TextColumn("[bold]steps"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not args.progress,
+    )
+    task = progress.add_task("train", total=config.steps, detail="sampling step 1")
+
+    def on_step(metrics: StepMetrics) -> None:
+        progress.update(task, advance=1, detail=_describe(metrics))
+        if not args.progress:
+            console.print(_describe(metrics), highlight=False)
+
+    def on_eval(evaluation: Evaluation) -> None:
+        console.print(
+            f"held-out ({evaluation.label}, after step {evaluation.after_step}): mean reward "
+            f"{evaluation.mean_reward:.3f} over {evaluation.rollouts} rollouts",
+            highlight=False,
+        )
+
+    try:
+        with progress:
+            anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
+    except Exception as exc:
+        error = root_error(exc)
+        if not isinstance(error, HermesError | OSError):
+            raise
+        console.print(f"[red]error:[/] {type(error).__name__}: {error}", highlight=False)
+        return EXIT_FAILED
+    console.print(
+        f"metrics: {config.output / 'metrics.jsonl'}, plot: {config.output / 'reward.png'}"
+    )
+    return EXIT_OK

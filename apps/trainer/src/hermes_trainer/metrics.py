@@ -1,0 +1,97 @@
+"""Per-step metrics: one JSON line per step, and a PNG of reward (and |log ratio|) by step;
+held-out evaluations: one JSON line each."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+@attrs.frozen(kw_only=True)
+class StepMetrics:
+    """What one step measured (see docs/training.md for each field)."""
+
+    step: int
+    rollouts: int
+    mean_reward: float
+    pass_rate: float
+    trained_groups: int
+    dropped_groups: int
+    failed_rollouts: int
+    loss: float | None
+    log_ratio_mean: float | None
+    log_ratio_max: float | None
+    trainable_tokens: int
+    train_tokens_per_s: float | None
+    sample_tokens_per_s: float
+    sample_s: float
+    update_s: float
+
+
+@attrs.frozen(kw_only=True)
+class Evaluation:
+    """The weights after ``after_step`` steps on the held-out tasks (``label``: base/trained)."""
+
+    label: str
+    after_step: int
+    rollouts: int
+    failed_rollouts: int
+    mean_reward: float
+
+
+def append_jsonl(path: Path, metrics: StepMetrics | Evaluation) -> None:
+    """Append one line (flushed, so a killed run keeps every finished step)."""
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(attrs.asdict(metrics)) + "\n")
+        handle.flush()
+
+
+def read_jsonl(path: Path) -> list[StepMetrics]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [StepMetrics(**json.loads(line)) for line in lines if line.strip()]
+
+
+def plot(path: Path, steps: Sequence[StepMetrics], title: str) -> Path:
+    """Mean reward by step (with a 5-step moving average) above the |log ratio| by step."""
+    xs = [m.step for m in steps]
+    rewards = [m.mean_reward for m in steps]
+    window = 5
+    smooth = [
+        sum(rewards[max(0, i - window + 1) : i + 1]) / len(rewards[max(0, i - window + 1) : i + 1])
+        for i in range(len(rewards))
+    ]
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    top.plot(xs, rewards, "o-", alpha=0.5, label="mean reward")
+    top.plot(xs, smooth, "-", linewidth=2, label=f"{window}-step moving average")
+    top.set_ylabel("reward")
+    top.set_ylim(-0.02, 1.02)
+    top.set_title(title)
+    top.legend(loc="upper left")
+    ratio_steps = [m for m in steps if m.log_ratio_mean is not None]
+    bottom.plot(
+        [m.step for m in ratio_steps],
+        [m.log_ratio_mean for m in ratio_steps],
+        "o-",
+        label="mean |log ratio|",
+    )
+    bottom.plot(
+        [m.step for m in ratio_steps],
+        [m.log_ratio_max for m in ratio_steps],
+        "x--",
+        label="max |log ratio|",
+    )
+    bottom.set_yscale("log")
+    bottom.set_xlabel("step")
+    bottom.set_ylabel("trainer vs sampler")
+    bottom.legend(loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
