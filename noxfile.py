@@ -20,6 +20,8 @@ PACKAGES = [
     "packages/hermes-report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
+#: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
+TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer")
 
 
 @nox.session
@@ -32,13 +34,16 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on every package and app."""
+    """mypy --strict on every package and app (the trainer's dependencies installed first)."""
+    session.run(*TRAINER_DEPS, external=True)
     session.run(*RUN, "mypy", *PACKAGES, "noxfile.py", "benchmarks")
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile."""
+    """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile
+    (the trainer's dependencies installed first)."""
+    session.run(*TRAINER_DEPS, external=True)
     session.run(*RUN, "pytest", "--hypothesis-profile=ci", *session.posargs)
 
 

@@ -56,8 +56,8 @@ OPTION_NAMES = {
 
 
 def rollout_spec(config: TrainConfig) -> RolloutSpec:
-    """The sampling side of a run: the embedded model (one KV sequence, so recorded logprobs
-    are exact), terminal tool only, the run's environment, budgets and temperature."""
+    """The sampling side of a run: the embedded model (one KV sequence, as measured in
+    docs/training.md), terminal tool only, the run's environment, budgets and temperature."""
     return RolloutSpec(
         model=ModelSpec(
             gguf_path=config.model,
