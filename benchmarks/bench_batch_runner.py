@@ -21,23 +21,20 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
-from hermes_batch_runner.app import run_batch
 from hermes_batch_runner.components import Components
-from hermes_batch_runner.config import RunConfig, config_from_options
+from hermes_batch_runner.config import config_from_options
 from hermes_batch_runner.jsonl_log import read_records
-from hermes_batch_runner.run_dir import prepare_run_dir
 from hermes_batch_runner.wiring import SessionComponents, real_components
 from hermes_loop.embedded import EmbeddedTokenBackend, LlamaRuntime, token_logprob
 from hermes_protocols import Item, ScoredRollout
 from hermes_rollouts import Credentials
-from rich.console import Console
 
+from benchmarks.batch_runs import fixed, run_once
 from benchmarks.report import write_section
 
 REPS, ITEMS_PER_REP = 3, 2
@@ -98,27 +95,7 @@ def replay(runtime: LlamaRuntime, work: Sequence[tuple[list[int], list[int]]]) -
 
 
 async def _one_batch(root: Path, components: Components) -> tuple[float, list[dict[str, Any]]]:
-    config = config_from_options({**OPTIONS, "output": str(root), "progress": False})
-
-    @asynccontextmanager
-    async def wiring(_config: RunConfig) -> AsyncIterator[Components]:
-        yield components
-
-    result = await run_batch(
-        config,
-        prepare_run_dir(root, resume=False),
-        resume=False,
-        wiring=wiring,
-        console=Console(stderr=True, quiet=True),
-        argv=[],
-        handle_signals=False,
-    )
-    session, counts = result.summary["session"], result.summary["counts"]
-    assert isinstance(session, dict)
-    assert isinstance(counts, dict)
-    if counts["kept"] != counts["expected"]:
-        failures = [r["failure"] for r in read_records(root / "failed.jsonl")]
-        raise RuntimeError(f"benchmark rollouts failed, nothing to measure: {failures[:2]}")
+    session = await run_once(root, OPTIONS, fixed(components))
     return float(session["active_s"]), read_records(root / "trajectories.jsonl")
 
 

@@ -19,14 +19,12 @@ from pathlib import Path
 
 import anyio
 import attrs
-from hermes_batch_runner.app import run_batch
 from hermes_batch_runner.components import Components
 from hermes_batch_runner.config import RunConfig, config_from_options
-from hermes_batch_runner.run_dir import prepare_run_dir
 from hermes_batch_runner.wiring import OPTION_NAMES, SessionComponents, rollout_spec
 from hermes_rollouts import Credentials, open_session
-from rich.console import Console
 
+from benchmarks.batch_runs import run_once
 from benchmarks.report import write_section
 
 ROUNDS = 3
@@ -58,21 +56,8 @@ async def _run(root: Path, model_concurrency: int) -> tuple[int, float]:
         async with open_session(spec, option_names=OPTION_NAMES) as session:
             yield SessionComponents(config, session)
 
-    result = await run_batch(
-        config,
-        prepare_run_dir(root, resume=False),
-        resume=False,
-        wiring=wiring,
-        console=Console(stderr=True, quiet=True),
-        argv=[],
-        handle_signals=False,
-    )
-    session, counts = result.summary["session"], result.summary["counts"]
-    assert isinstance(session, dict)
-    assert isinstance(counts, dict)
-    if counts["kept"] != counts["expected"]:
-        raise RuntimeError(f"benchmark rollouts failed, nothing to measure: {counts}")
-    return int(session["generated_tokens"]), float(session["active_s"])
+    summary = await run_once(root, OPTIONS, wiring)
+    return int(summary["generated_tokens"]), float(summary["active_s"])
 
 
 async def _bench() -> str:
