@@ -131,6 +131,9 @@ class ScriptedSource:
         for index in itertools.count():
             yield Item(id=f"{split}-{seed}-{index}", data={"n": index}, split=split)
 
+    async def sync_weights(self) -> str | None:
+        return None
+
     async def run_group(self, item: Item, group_size: int) -> Sequence[ScoredRollout]:
         self.groups_run.append((item.id, group_size))
         return self._produce(item, group_size)

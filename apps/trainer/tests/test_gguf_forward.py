@@ -53,7 +53,7 @@ def test_the_jax_forward_pass_matches_llama_cpp_with_and_without_an_adapter(
             return np.array(plain), np.array(await backend.score(ids))
 
     cpp_base, cpp_adapted = anyio.run(llama_cpp)
-    learner = LoraLearner(base, spec, OptimizerSpec(), temperature=1.0)
+    learner = LoraLearner(base, spec, OptimizerSpec())
     params = learner.params
     forward = jax.jit(functools.partial(token_logprobs, base.config, spec.scale))
     n = len(ids) - 1

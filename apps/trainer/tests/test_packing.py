@@ -118,11 +118,11 @@ def test_the_gradient_of_a_packed_group_is_the_sum_of_its_sequences() -> None:
     rng = np.random.default_rng(2)
     prompt = [int(x) for x in rng.integers(0, CONFIG.vocab_size, 6)]
     group = [_sequence(rng, prompt, n, a) for n, a in ((4, 1.0), (5, -1.0))]
-    loss = functools.partial(sequence_loss, config=CONFIG, scale=2.0, temperature=0.7, clip_eps=0.2)
+    loss = functools.partial(sequence_loss, config=CONFIG, scale=2.0, clip_eps=0.2)
     grad = jax.jit(jax.grad(lambda lo, batch: loss(lo, params, batch)[0]))
 
     def batch(rows: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        return {k: jnp.asarray(v) for k, v in rows.items()}
+        return {"temperature": jnp.float32(0.7), **{k: jnp.asarray(v) for k, v in rows.items()}}
 
     together = grad(lora, batch(pack(group, pad_to=8)))
     apart = [grad(lora, batch(pack([s], pad_to=8))) for s in group]

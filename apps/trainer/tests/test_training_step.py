@@ -10,6 +10,7 @@ import anyio
 import numpy as np
 import pytest
 from hermes_trainer.config import TrainConfig
+from hermes_trainer.live import LiveSource
 from hermes_trainer.loop import open_trainer
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import read_jsonl
@@ -32,6 +33,7 @@ def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path
     async def main() -> None:
         async with open_trainer(config) as trainer:
             first = await trainer.step(1)
+            assert first is not None
             assert first.trained_groups >= 1, "seed 0 no longer gives a mixed group; pick another"
             assert first.log_ratio_mean is not None
             assert first.log_ratio_max is not None
@@ -39,13 +41,14 @@ def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path
             # arithmetic separates them (a fidelity bug shows up as nats, not hundredths)
             assert first.log_ratio_mean < 0.1
             assert first.log_ratio_max < 2.0
-            backend = trainer.session.model.model.backend
+            assert isinstance(trainer.source, LiveSource)
+            backend = trainer.source.session.model.model.backend
             assert backend.runtime.lora_path == trainer.adapter_path
             batch = trainer.last_batch
             assert batch is not None
             moved = 0.0
             for group in batch.groups:
-                for sequence in group:
+                for sequence in group.sequences:
                     after = np.array(await backend.score(sequence.ids))
                     await backend.load_lora(None)
                     before = np.array(await backend.score(sequence.ids))
@@ -55,7 +58,9 @@ def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path
                     moved += sequence.advantage * float((after - before)[on].sum())
             assert moved > 0  # solved rollouts got likelier, failed ones less likely
             second = await trainer.step(2)
+            assert second is not None
             assert second.rollouts == 8
+            assert second.policy_lag == 0.0
             if second.log_ratio_mean is not None:  # sampled with the adapter the learner has
                 assert second.log_ratio_mean < 0.1
 

@@ -43,10 +43,12 @@ def test_configs_are_typed() -> None:
     env = registry.create("endless_terminals", {"families": ["csv_sum"], "difficulties": [2]})
     assert isinstance(env, EndlessTerminalsEnv)
     assert env.config == EndlessTerminalsConfig(families=("csv_sum",), difficulties=(2,))
-    with pytest.raises(ConfigError, match="endless_terminals"):
+    with pytest.raises(ConfigError, match=r"extra fields found \(familes\) @ options"):
         registry.create("endless_terminals", {"familes": ["csv_sum"]})
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match=r"unknown task families \['no_such_family'\]"):
         registry.create("endless_terminals", {"families": ["no_such_family"]})
+    with pytest.raises(ConfigError, match=r"expected tuple @ options.families"):
+        registry.create("endless_terminals", {"families": 3})
     with pytest.raises(ConfigError, match="takes a EndlessTerminalsConfig"):
         registry.create("endless_terminals", object())
 

@@ -27,6 +27,11 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     environment: str = Field(
         default="endless_terminals", description="Registered hermes-envs environment name."
     )
+    environment_options: dict[str, Any] | None = Field(
+        default=None,
+        description='The environment\'s options, e.g. {"families": ["write_word"]} for '
+        "endless_terminals (over those derived from --env.dataset_name).",
+    )
     # toolsets (hermes-agent semantics: enabled_toolsets XOR distribution, disabled filters)
     enabled_toolsets: list[str] | None = Field(
         default=None, description="Explicit toolsets to enable; None = the environment's own."
@@ -104,6 +109,12 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="Sequences >= max_token_length: drop them or truncate (mask adjusted).",
     )
     seed: int = Field(default=0, description="Seed of item order and toolset sampling.")
+    # training loop
+    lora_adapter: str | None = Field(
+        default=None,
+        description="Embedded model: a GGUF LoRA adapter file, (re)loaded before each group "
+        "whenever it changes (apps/trainer --atropos-url rewrites it after every update).",
+    )
 
     @model_validator(mode="after")
     def _apply_alias(self) -> HermesAtroposEnvConfig:

@@ -161,12 +161,14 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         }
 
     async def collect_trajectories(self, item: Item) -> tuple[ScoredDataGroup | None, list[Any]]:
+        adapter = await self.source.sync_weights()
         rollouts = await self.source.run_group(item, self.config.group_size)
         outcome = build_group(
             rollouts,
             self.group_policy(),
             retokenize=None if self.inference.token_mode else self.source.retokenize,
             generation_params=self._generation_params(),
+            group_overrides={"lora_adapter_sha256": adapter},
         )
         equal = outcome.group is not None and len(set(outcome.group["scores"])) == 1
         drop_equal = equal and bool(self.config.ensure_scores_are_not_same)

@@ -113,8 +113,10 @@ def build_group(
     *,
     retokenize: Retokenize | None = None,
     generation_params: dict[str, Any] | None = None,
+    group_overrides: dict[str, Any] | None = None,
 ) -> GroupOutcome:
-    """Build the ScoredDataGroup of one item's rollouts (see the module docstring)."""
+    """Build the ScoredDataGroup of one item's rollouts (see the module docstring);
+    ``group_overrides`` are added to the group's own."""
     usable: list[tuple[ScoredRollout, TokenTrace]] = []
     excluded: list[tuple[ScoredRollout, Exclusion]] = []
     truncated = 0
@@ -138,7 +140,9 @@ def build_group(
             continue
         usable.append((rollout, traced))
     group = (
-        _assemble(usable, policy, generation_params) if len(usable) == policy.group_size else None
+        _assemble(usable, policy, generation_params, group_overrides or {})
+        if len(usable) == policy.group_size
+        else None
     )
     return GroupOutcome(
         group=group,
@@ -161,6 +165,7 @@ def _assemble(
     usable: Sequence[tuple[ScoredRollout, TokenTrace]],
     policy: GroupPolicy,
     generation_params: dict[str, Any] | None,
+    group_overrides: dict[str, Any],
 ) -> ScoredDataGroup:
     source = "sampler" if policy.token_mode else "retokenized"
     first = usable[0][0]
@@ -195,6 +200,7 @@ def _assemble(
             "logprob_modes": sorted({str(t.logprob_mode) for _, t in usable}),
             "environment": first.env,
             "item_id": first.item.id,
+            **group_overrides,
         },
         overrides=None,
         images=None,

@@ -27,6 +27,11 @@ class RolloutSource(Protocol):
         """Items of a split, deterministic for a seed (possibly endless)."""
         ...
 
+    async def sync_weights(self) -> str | None:
+        """Load the LoRA adapter file if it changed since the last call; the SHA-256 of the
+        adapter generating from now on (``None``: the base weights)."""
+        ...
+
     async def run_group(self, item: Item, group_size: int) -> Sequence[ScoredRollout]:
         """``group_size`` rollouts of one item, each in its own slot; never raises for a
         rollout's own failure (it comes back as a failed ``ScoredRollout``)."""

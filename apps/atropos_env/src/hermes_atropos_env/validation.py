@@ -60,6 +60,11 @@ def config_problems(
             "--openai.server_type openai needs --openai.tokenizer_name: the served model's HF "
             "tokenizer (a local directory), used to rebuild token ids and masks for the trainer"
         )
+    if env.lora_adapter and inference.server_type != "embedded":
+        problems.append(
+            "--env.lora_adapter needs the embedded model (--openai.server_type embedded): "
+            "adapters are loaded into it between groups"
+        )
     if inference.timeout <= 0:
         problems.append("--openai.timeout must be positive (seconds)")
     return problems

@@ -8,16 +8,20 @@ embedded model's concurrency, a token server's logprob mode) is mapped in :func:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from hermes_loop import ModelSpec
 from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
-from hermes_protocols import Item, Message, ScoredRollout, TokenTrace
+from hermes_loop.factory import LoraLoader
+from hermes_protocols import ConfigError, Item, Message, ScoredRollout, TokenTrace
 from hermes_rollouts import Credentials, RolloutSession, open_session, spec_problems
 from hermes_rollouts.spec import (
     AgentBudgets,
@@ -36,6 +40,7 @@ from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
 #: spec paths -> the adapter's options, for every error message
 OPTION_NAMES = {
     "environment.name": "--env.environment",
+    "environment.options": "--env.environment_options",
     "environment.prefill_messages": "--env.prefill_messages",
     "toolsets.enabled": "--env.enabled_toolsets",
     "toolsets.disabled": "--env.disabled_toolsets",
@@ -68,7 +73,8 @@ OPTION_NAMES = {
 
 
 def environment_options(env: HermesAtroposEnvConfig) -> dict[str, Any]:
-    """Environment config values derived from ``--env.dataset_*`` (empty = its defaults).
+    """Environment config values derived from ``--env.dataset_*`` (empty = its defaults),
+    under ``--env.environment_options``.
 
     ``swe_smith_oracle``: a ``.jsonl`` path reads that file, any other name is a Hub dataset
     (with ``dataset_split``); unset uses the shipped offline fixtures. ``terminal_bench``: a
@@ -85,7 +91,7 @@ def environment_options(env: HermesAtroposEnvConfig) -> dict[str, Any]:
             options.update(source="jsonl", jsonl_path=env.dataset_name)
         else:
             options.update(source="hf", hf_dataset=env.dataset_name, hf_split=env.dataset_split)
-    return options
+    return {**options, **(env.environment_options or {})}
 
 
 def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
@@ -181,16 +187,56 @@ def rollout_spec(
     )
 
 
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class AdapterFile:
+    """A LoRA adapter file another process rewrites (atomically); :meth:`sync` loads it into
+    the model whenever its inode, size or modification time changed."""
+
+    def __init__(self, path: Path, load: LoraLoader) -> None:
+        self.path = path
+        self._load = load
+        self._lock = anyio.Lock()
+        self._loaded: tuple[int, int, int] | None = None
+        self.sha256: str | None = None
+
+    async def sync(self) -> str | None:
+        """The SHA-256 of the adapter in use after loading any change (``None``: the base
+        weights, until the file first appears)."""
+        async with self._lock:
+            try:
+                stat = await anyio.Path(self.path).stat()
+            except FileNotFoundError:
+                return self.sha256
+            version = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            if version != self._loaded:
+                sha256 = await anyio.to_thread.run_sync(_file_sha256, self.path)
+                await self._load(self.path)
+                self._loaded, self.sha256 = version, sha256
+            return self.sha256
+
+
 class SessionSource:
     """Groups from a started session: group ``k`` uses seed ``--env.seed + k`` for its
-    toolsets and, derived per member, for sampling."""
+    toolsets and, derived per member, for sampling; with an :class:`AdapterFile`, the model
+    follows it."""
 
     def __init__(
-        self, session: RolloutSession, retokenizer: ChatTemplateRetokenizer, seed: int
+        self,
+        session: RolloutSession,
+        retokenizer: ChatTemplateRetokenizer,
+        seed: int,
+        adapter: AdapterFile | None = None,
     ) -> None:
         self._session = session
         self._retokenizer = retokenizer
         self._group_seeds = itertools.count(seed)
+        self._adapter = adapter
+
+    async def sync_weights(self) -> str | None:
+        return None if self._adapter is None else await self._adapter.sync()
 
     @property
     def environment_name(self) -> str:
@@ -221,7 +267,13 @@ async def open_hermes_source(
         assert tokenizer is not None  # token mode, or --openai.tokenizer_name (validated)
         assert template is not None
         retokenizer = ChatTemplateRetokenizer(tokenizer, template, session.tool_schemas)
-        yield SessionSource(session, retokenizer, env.seed)
+        load = session.model.load_lora
+        adapter = None
+        if env.lora_adapter:
+            if load is None:
+                raise ConfigError("--env.lora_adapter needs the embedded model")
+            adapter = AdapterFile(Path(env.lora_adapter), load)
+        yield SessionSource(session, retokenizer, env.seed, adapter)
 
 
 class HermesWiring:

@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="registered environment (endless_terminals, swe_smith_oracle, terminal_bench)",
     )
+    src.add_argument(
+        "--env-options",
+        type=_json_object,
+        metavar="JSON",
+        help='the environment\'s options, e.g. \'{"families": ["write_word"]}\' for '
+        "endless_terminals (docs/environments.md)",
+    )
     src.add_argument("--dataset", metavar="FILE.jsonl", help="hermes-agent batch JSONL instead")
     src.add_argument(
         "--skip-bad-lines",

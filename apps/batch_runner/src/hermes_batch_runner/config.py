@@ -78,6 +78,7 @@ class RunConfig:
     """Every option of a batch run (see ``--help`` for each one's meaning)."""
 
     env: str = DEFAULT_ENV
+    env_options: JSONObject | None = None
     dataset: str | None = None
     on_bad_line: Literal["skip", "fail"] = attrs.field(
         default="fail", validator=_one_of(("skip", "fail"))

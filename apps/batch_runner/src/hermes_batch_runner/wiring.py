@@ -42,6 +42,7 @@ AGENT_PHASE_MARGIN_S = 60.0
 #: spec paths -> this CLI's options, for every error message
 OPTION_NAMES = {
     "environment.name": "--env",
+    "environment.options": "--env-options",
     "environment.dataset": "--dataset",
     "environment.prefill_messages": "--prefill-messages",
     "toolsets.enabled": "--toolsets",
@@ -119,6 +120,7 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
         ),
         environment=EnvironmentSpec(
             name=config.env,
+            options=dict(config.env_options or {}),
             dataset=config.dataset,
             skip_bad_lines=config.on_bad_line == "skip",
             system_prompt=config.system_prompt,

@@ -29,12 +29,29 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig(output=Path("."))
     parser = argparse.ArgumentParser(
         prog="apps/trainer",
-        description="GRPO on endless_terminals with the embedded model: sample, score, update "
-        "a LoRA adapter (JAX), hot-load it, repeat.",
+        description="GRPO (or SFT) on a LoRA adapter (JAX) of the embedded model. By default "
+        "it samples endless_terminals groups itself, updates, hot-loads the adapter and "
+        "repeats; --atropos-url trains on an Atropos environment's groups, --trajectories on "
+        "a batch runner's.",
     )
     add = parser.add_argument
+    add(
+        "--atropos-url",
+        help="train on the groups an Atropos environment sends to this run-api (serve it with "
+        "--env.lora_adapter pointing at --adapter)",
+    )
+    add(
+        "--trajectories",
+        action="append",
+        type=Path,
+        help="train on a batch runner run directory or trajectories.jsonl (repeatable)",
+    )
+    add("--epochs", type=int, default=1, help="passes over --trajectories")
+    add("--objective", choices=("grpo", "sft"), default="grpo")
+    add("--min-reward", type=float, default=1.0, help="sft: rollouts with reward >= this train")
+    add("--adapter", type=Path, help="adapter file (default: OUTPUT/adapter.gguf)")
     add("--output", help="run directory (default: runs/train-<UTC timestamp>)")
-    add("--steps", type=int, default=defaults.steps)
+    add("--steps", type=int, default=defaults.steps, help="at most this many steps")
     add("--groups-per-step", type=int, default=defaults.groups_per_step)
     add("--group-size", type=int, default=defaults.group_size)
     add("--families", default=",".join(defaults.families), help="endless_terminals families")
@@ -77,6 +94,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         eval_items=args.eval_items,
         lora=LoraSpec(rank=args.lora_rank, alpha=args.lora_alpha),
         optimizer=OptimizerSpec(learning_rate=args.learning_rate),
+        objective=args.objective,
+        min_reward=args.min_reward,
+        atropos_url=args.atropos_url,
+        trajectories=tuple(args.trajectories or ()),
+        epochs=args.epochs,
+        adapter=args.adapter,
     )
     if args.prefill_messages is None:
         return config
@@ -86,9 +109,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def _describe(m: StepMetrics) -> str:
     ratio = "-" if m.log_ratio_mean is None else f"{m.log_ratio_mean:.3f}/{m.log_ratio_max:.2f}"
+    lag = "" if m.policy_lag is None else f" · policy lag {m.policy_lag:.1f}"
     return (
         f"step {m.step}: reward {m.mean_reward:.3f} · |log ratio| mean/max {ratio} · "
-        f"dropped {m.dropped_groups}/{m.trained_groups + m.dropped_groups} groups"
+        f"dropped {m.dropped_groups}/{m.trained_groups + m.dropped_groups} groups{lag}"
     )
 
 
@@ -129,14 +153,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with progress:
-            anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
+            history = anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
     except Exception as exc:
         error = root_error(exc)
         if not isinstance(error, HermesError | OSError):
             raise
         console.print(f"[red]error:[/] {type(error).__name__}: {error}", highlight=False)
         return EXIT_FAILED
+    if len(history) < config.steps:
+        console.print(f"the source ran out after {len(history)} steps", highlight=False)
     console.print(
-        f"metrics: {config.output / 'metrics.jsonl'}, plot: {config.output / 'reward.png'}"
+        f"metrics: {config.output / 'metrics.jsonl'}, plot: {config.output / 'reward.png'}, "
+        f"adapter: {config.adapter_path}",
+        highlight=False,
     )
     return EXIT_OK

@@ -7,6 +7,7 @@ from pathlib import Path
 import attrs
 from hermes_envs.prefill import demonstration_path
 
+from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.lora import LoraSpec
 
@@ -21,12 +22,17 @@ def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> Non
 
 @attrs.frozen(kw_only=True)
 class TrainConfig:
-    """Steps and their size, the task family, sampling, LoRA, the optimizer, the output.
+    """Where rollouts come from, steps and their size, the task family, sampling, LoRA, the
+    optimizer, the output.
 
-    ``group_size`` rollouts of each of ``groups_per_step`` items per step; ``temperature`` is
-    both the sampler's and the learner's (its logprobs are the tempered distribution's).
+    The source: the embedded model in this process (default), an Atropos ``run-api`` at
+    ``atropos_url`` (the environment reloads ``adapter``), or batch runner ``trajectories``
+    (``epochs`` passes). ``group_size`` rollouts of each of ``groups_per_step`` items per step
+    (with Atropos: ``groups_per_step * group_size`` sequences per batch); ``temperature`` is
+    the live sampler's (the learner scores each group at the temperature its rollouts record).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
-    held-out tasks (``group_size`` rollouts each) are run before and after training."""
+    held-out tasks (``group_size`` rollouts each) are run before and after training (live
+    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -49,3 +55,25 @@ class TrainConfig:
     eval_items: int = 0
     lora: LoraSpec = attrs.field(factory=LoraSpec)
     optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)
+    objective: Objective = "grpo"
+    min_reward: float = 1.0
+    atropos_url: str | None = None
+    atropos_timeout_s: float = 1800.0
+    trajectories: tuple[Path, ...] = ()
+    epochs: int = attrs.field(default=1, validator=_positive)
+    adapter: Path | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.atropos_url and self.trajectories:
+            raise ValueError("train from an Atropos run-api or from trajectories, not both")
+        if self.eval_items and (self.atropos_url or self.trajectories):
+            raise ValueError("held-out evaluation runs with the live sampler only")
+        if self.objective not in ("grpo", "sft"):
+            raise ValueError(f"objective must be grpo or sft, got {self.objective!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+    @property
+    def adapter_path(self) -> Path:
+        """Where the adapter is written after every update (atomically replaced)."""
+        return self.adapter or self.output / "adapter.gguf"

@@ -1,11 +1,11 @@
 """The local learner: frozen base weights, trainable LoRA pairs, Adam, one update per batch.
 
 :meth:`LoraLearner.update` runs the forward and backward pass of every group (one packed row
-each, :mod:`hermes_trainer.packing`, padded to a multiple of :data:`PAD_TO` tokens so only a
-few shapes are compiled), averages the gradient over the batch's trainable tokens, clips its
-global norm and takes one Adam step. The logprobs of that same forward pass are the trainer's
-side of the importance ratio, measured before the update. Blocking and CPU-heavy: call it off
-the event loop.
+each, :mod:`hermes_trainer.packing`, scored at the group's sampling temperature, padded to a
+multiple of :data:`PAD_TO` tokens so only a few shapes are compiled), averages the gradient
+over the batch's trainable tokens, clips its global norm and takes one Adam step. The logprobs
+of that same forward pass are the trainer's side of the importance ratio, measured before the
+update. Blocking and CPU-heavy: call it off the event loop.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ import numpy as np
 import optax  # type: ignore[import-untyped]
 
 from hermes_trainer.gguf_weights import BaseWeights, FloatArray
+from hermes_trainer.grpo import Objective, TrainGroup
 from hermes_trainer.lora import LoraSpec, initial_lora
 from hermes_trainer.objective import sequence_loss
-from hermes_trainer.packing import TrainSequence, pack
+from hermes_trainer.packing import pack
+from hermes_trainer.samples import FidelityError
 
 #: sequences are padded to a multiple of this many tokens (one compiled shape per multiple)
 PAD_TO = 256
@@ -52,7 +54,7 @@ class OptimizerSpec:
 
 
 class LoraLearner:
-    """LoRA on a frozen GGUF base model; see the module doc."""
+    """LoRA on a frozen GGUF base model, trained with ``objective``; see the module doc."""
 
     def __init__(
         self,
@@ -60,11 +62,9 @@ class LoraLearner:
         lora: LoraSpec,
         optimizer: OptimizerSpec,
         *,
-        temperature: float,
+        objective: Objective = "grpo",
         seed: int = 0,
     ) -> None:
-        if temperature <= 0:
-            raise ValueError("the trainer needs a sampling temperature > 0")
         self.spec = lora
         self._params = {
             "embed": jnp.asarray(base.embed),
@@ -85,26 +85,30 @@ class LoraLearner:
             sequence_loss,
             config=base.config,
             scale=lora.scale,
-            temperature=temperature,
             clip_eps=optimizer.clip_eps,
+            objective=objective,
         )
         self._grad = jax.jit(jax.value_and_grad(loss, has_aux=True))
         self.steps = 0
 
-    def update(self, groups: Sequence[Sequence[TrainSequence]]) -> UpdateStats:
+    def update(self, groups: Sequence[TrainGroup]) -> UpdateStats:
         """One optimizer step on ``groups`` (sequences sharing a prompt; at least one trainable
         token in all); returns what it measured before changing the weights."""
         started = time.perf_counter()
-        sequences = [s for group in groups for s in group]
+        sequences = [s for group in groups for s in group.sequences]
         trainable = sum(s.trainable for s in sequences)
         if trainable == 0:
             raise ValueError("an update needs at least one trainable token")
+        vocab = int(self._params["embed"].shape[0])
+        if any(not 0 <= i < vocab for s in sequences for i in s.ids):
+            raise FidelityError(f"a token id is outside the model's vocabulary [0, {vocab})")
         total = jax.tree.map(jnp.zeros_like, self._lora)
         loss_sum = 0.0
         ratios: list[FloatArray] = []
         for group in groups:
-            row = pack(group, pad_to=PAD_TO)
+            row = pack(group.sequences, pad_to=PAD_TO)
             batch = {name: jnp.asarray(values) for name, values in row.items()}
+            batch["temperature"] = jnp.float32(group.temperature)
             (loss, logprobs), grads = self._grad(self._lora, self._params, batch)
             total = jax.tree.map(jnp.add, total, grads)
             loss_sum += float(loss)

@@ -104,7 +104,7 @@ def token_logprobs(
     positions: jax.Array,
     segments: jax.Array,
     *,
-    temperature: float = 1.0,
+    temperature: float | jax.Array = 1.0,
 ) -> jax.Array:
     """``log p(targets[t] | what token t sees)`` for every position of a packed row (all four
     arrays ``(tokens,)``; see the module doc; padding after the real tokens changes nothing),

@@ -1,163 +1,101 @@
-"""The closed loop: sample groups with the current weights, score, update, hot-load, repeat.
+"""The training loop: collect a step's groups, build the batch, update, publish the adapter.
 
-Each step takes the next ``groups_per_step`` items of the environment, runs ``group_size``
-rollouts of each through :mod:`hermes_rollouts` (the embedded model, real sandboxes, the
-environment's verifier), builds the GRPO batch, runs one learner update in a worker thread,
-writes the LoRA adapter as a GGUF and loads it into the embedded model, so the next step
-samples from the updated weights. Metrics go to ``metrics.jsonl`` and ``reward.png`` after
-every step; :meth:`Trainer.evaluate` runs held-out tasks with the current weights.
+Each step takes its groups from the run's source (:mod:`hermes_trainer.source`: sampled live
+with the embedded model, pulled from an Atropos ``run-api``, or read from batch runner
+trajectories), builds the batch (:mod:`hermes_trainer.grpo`), runs one learner update in a
+worker thread, writes the LoRA adapter as a GGUF (atomically) and publishes it to the source,
+so live and Atropos sampling continue from the updated weights. Metrics go to
+``metrics.jsonl`` and ``reward.png`` after every step; with the live source,
+:meth:`Trainer.evaluate` runs held-out tasks with the current weights.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import attrs
-from hermes_loop import ModelSpec
 from hermes_loop.embedded.model_file import resolve_model_path
-from hermes_protocols import ConfigError, Item, ScoredRollout
-from hermes_rollouts import (
-    AgentBudgets,
-    EnvironmentSpec,
-    PoolSpec,
-    RolloutSession,
-    RolloutSpec,
-    SamplingSpec,
-    ToolsetSpec,
-    derive_seed,
-    open_session,
-)
 
+from hermes_trainer.atropos_feed import open_atropos_feed
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
+from hermes_trainer.live import LiveSource, open_live
 from hermes_trainer.lora import write_gguf_adapter
 from hermes_trainer.metrics import Evaluation, StepMetrics, append_jsonl, plot
+from hermes_trainer.source import BatchSource, Collected
+from hermes_trainer.trajectories import open_trajectories
 
 StepCallback = Callable[[StepMetrics], None]
 EvalCallback = Callable[[Evaluation], None]
 
-#: the trainer's options, for the assembly's error messages
-OPTION_NAMES = {
-    "environment.options": "--families / --difficulties",
-    "environment.prefill_messages": "--prefill-messages",
-    "budgets.max_turns": "--max-turns",
-    "budgets.max_tokens_per_turn": "--max-tokens",
-    "sampling.temperature": "--temperature",
-    "model.gguf_path": "--model",
-    "model.threads": "--threads",
-}
 
-
-def rollout_spec(config: TrainConfig) -> RolloutSpec:
-    """The sampling side of a run: the embedded model (one KV sequence, as measured in
-    docs/training.md), terminal tool only, the run's environment, budgets and temperature."""
-    return RolloutSpec(
-        model=ModelSpec(
-            gguf_path=config.model,
-            context_tokens=config.context_tokens,
-            concurrency=1,
-            threads=config.threads,
+def _metrics(
+    step: int, collected: Collected, batch: Batch, stats: UpdateStats | None, update_s: float
+) -> StepMetrics:
+    rewards = batch.rewards
+    tokens = collected.generated_tokens
+    return StepMetrics(
+        step=step,
+        rollouts=sum(len(g) for g in collected.groups),
+        mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+        pass_rate=sum(r >= 1.0 for r in rewards) / len(rewards) if rewards else 0.0,
+        trained_groups=len(batch.groups),
+        dropped_groups=batch.dropped_groups,
+        failed_rollouts=batch.failed_rollouts,
+        loss=None if stats is None else stats.loss,
+        log_ratio_mean=None if stats is None else stats.log_ratio_mean,
+        log_ratio_max=None if stats is None else stats.log_ratio_max,
+        trainable_tokens=0 if stats is None else stats.trainable_tokens,
+        train_tokens_per_s=None if stats is None else stats.tokens / stats.seconds,
+        sample_tokens_per_s=(
+            None if tokens is None or not collected.seconds else tokens / collected.seconds
         ),
-        pool=PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
-        environment=EnvironmentSpec(
-            name="endless_terminals",
-            options={
-                "families": list(config.families),
-                "difficulties": list(config.difficulties),
-                "toolsets": ["terminal"],
-            },
-            system_prompt=config.system_prompt,
-            prefill_messages=config.prefill_messages,
-        ),
-        toolsets=ToolsetSpec(enabled=("terminal",)),
-        budgets=AgentBudgets(
-            max_turns=config.max_turns,
-            max_tokens_per_turn=config.max_tokens,
-            rollout_timeout_s=config.rollout_timeout_s,
-        ),
-        sampling=SamplingSpec(temperature=config.temperature),
-    )
-
-
-async def _sample(
-    session: RolloutSession, items: Iterator[Item], config: TrainConfig, step: int
-) -> list[list[ScoredRollout]]:
-    groups = []
-    for item in itertools.islice(items, config.groups_per_step):
-        seed = derive_seed(config.seed, f"step-{step}/{item.id}")
-        groups.append(await session.run_group(item, seed=seed, group_size=config.group_size))
-    return groups
-
-
-def _generated_tokens(groups: list[list[ScoredRollout]]) -> int:
-    return sum(
-        sum(r.result.trace.mask)
-        for group in groups
-        for r in group
-        if r.result is not None and r.result.trace is not None
+        sample_s=round(collected.seconds, 3),
+        update_s=round(update_s, 3),
+        policy_lag=collected.policy_lag,
     )
 
 
 class Trainer:
-    """A started run: the rollout session, the learner and the output files. :meth:`step` runs
-    one step; the sampler uses the learner's latest weights from the step after an update."""
+    """A started run: the source, the learner and the output files. :meth:`step` runs one
+    step; live and Atropos sampling use the learner's latest weights after an update."""
 
-    def __init__(self, config: TrainConfig, session: RolloutSession, learner: LoraLearner) -> None:
-        load_lora = session.model.load_lora
-        if load_lora is None:
-            raise ConfigError("the trainer needs the embedded model (it hot-loads LoRA adapters)")
+    def __init__(self, config: TrainConfig, source: BatchSource, learner: LoraLearner) -> None:
         self.config = config
-        self.session = session
+        self.source = source
         self.learner = learner
         self.output = Path(config.output)
-        self.adapter_path = self.output / "adapter.gguf"
+        self.adapter_path = config.adapter_path
         self.metrics_path = self.output / "metrics.jsonl"
         self.history: list[StepMetrics] = []
-        self._load_lora = load_lora
-        self._items = session.items(seed=config.seed)
         #: the batch the last step built (what it trained on)
         self.last_batch: Batch | None = None
 
-    async def step(self, step: int) -> StepMetrics:
-        """Sample this step's groups, update, write and load the adapter, record metrics."""
+    async def step(self, step: int) -> StepMetrics | None:
+        """Collect this step's groups, update, write and publish the adapter, record metrics;
+        ``None`` when the source has nothing left."""
         config = self.config
+        collected = await self.source.collect(step)
+        if collected is None:
+            return None
         started = anyio.current_time()
-        groups = await _sample(self.session, self._items, config, step)
-        sampled = anyio.current_time()
-        batch = build_batch(groups)
+        batch = build_batch(
+            collected.groups, objective=config.objective, min_reward=config.min_reward
+        )
         stats: UpdateStats | None = None
         if batch.groups:
             stats = await anyio.to_thread.run_sync(self.learner.update, batch.groups)
             await anyio.to_thread.run_sync(
                 write_gguf_adapter, self.adapter_path, self.learner.lora_arrays(), config.lora.alpha
             )
-            await self._load_lora(self.adapter_path)
-        sample_s = sampled - started
-        rewards = batch.rewards
-        metrics = StepMetrics(
-            step=step,
-            rollouts=sum(len(g) for g in groups),
-            mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
-            pass_rate=sum(r >= 1.0 for r in rewards) / len(rewards) if rewards else 0.0,
-            trained_groups=len(batch.groups),
-            dropped_groups=batch.dropped_groups,
-            failed_rollouts=batch.failed_rollouts,
-            loss=None if stats is None else stats.loss,
-            log_ratio_mean=None if stats is None else stats.log_ratio_mean,
-            log_ratio_max=None if stats is None else stats.log_ratio_max,
-            trainable_tokens=0 if stats is None else stats.trainable_tokens,
-            train_tokens_per_s=None if stats is None else stats.tokens / stats.seconds,
-            sample_tokens_per_s=_generated_tokens(groups) / max(sample_s, 1e-9),
-            sample_s=round(sample_s, 3),
-            update_s=round(anyio.current_time() - sampled, 3),
-        )
+            await self.source.publish(self.adapter_path, step)
+        metrics = _metrics(step, collected, batch, stats, anyio.current_time() - started)
         self.history.append(metrics)
         self.last_batch = batch
         await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
@@ -167,43 +105,57 @@ class Trainer:
         return metrics
 
     async def evaluate(self, label: str) -> Evaluation:
-        """The current weights on ``config.eval_items`` held-out tasks (the environment's
-        ``test`` split, the same for every call), ``group_size`` rollouts each; appended to
-        ``eval.jsonl``."""
-        config = self.config
-        items = self.session.items(split="test", seed=config.seed)
-        rewards: list[float] = []
-        failed = 0
-        for item in itertools.islice(items, config.eval_items):
-            seed = derive_seed(config.seed, f"eval/{item.id}")
-            group = await self.session.run_group(item, seed=seed, group_size=config.group_size)
-            scored = [r.score.reward for r in group if r.score is not None]
-            failed += len(group) - len(scored)
-            rewards.extend(scored)
+        """The current weights on the held-out tasks (:meth:`LiveSource.evaluate`), appended
+        to ``eval.jsonl``."""
+        if not isinstance(self.source, LiveSource):
+            raise TypeError("held-out evaluation needs the live source")
+        results = await self.source.evaluate()
+        rewards = [r for r in results if r is not None]
         evaluation = Evaluation(
             label=label,
             after_step=len(self.history),
             rollouts=len(rewards),
-            failed_rollouts=failed,
+            failed_rollouts=len(results) - len(rewards),
             mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
         )
         await anyio.to_thread.run_sync(append_jsonl, self.output / "eval.jsonl", evaluation)
         return evaluation
 
 
+def open_source(config: TrainConfig, model_path: Path) -> AbstractAsyncContextManager[BatchSource]:
+    """The run's source (see :class:`TrainConfig`)."""
+    if config.atropos_url:
+        return open_atropos_feed(
+            config.atropos_url,
+            batch_size=config.groups_per_step * config.group_size,
+            max_token_len=config.context_tokens,
+            steps=config.steps,
+            timeout_s=config.atropos_timeout_s,
+        )
+    if config.trajectories:
+        return open_trajectories(
+            config.trajectories,
+            model_path.name if config.objective == "grpo" else None,
+            per_step=config.groups_per_step,
+            epochs=config.epochs,
+            seed=config.seed,
+        )
+    return open_live(config)
+
+
 @asynccontextmanager
 async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
-    """Load the base weights into a learner, open the rollout session; closed on exit."""
+    """Load the base weights into a learner, open the source; closed on exit."""
     await anyio.Path(config.output).mkdir(parents=True, exist_ok=True)
     model_path = resolve_model_path(config.model)
     base = await anyio.to_thread.run_sync(read_base_weights, model_path)
     learner = await anyio.to_thread.run_sync(
         lambda: LoraLearner(
-            base, config.lora, config.optimizer, temperature=config.temperature, seed=config.seed
+            base, config.lora, config.optimizer, objective=config.objective, seed=config.seed
         )
     )
-    async with open_session(rollout_spec(config), option_names=OPTION_NAMES) as session:
-        yield Trainer(config, session, learner)
+    async with open_source(config, model_path) as source:
+        yield Trainer(config, source, learner)
 
 
 async def train(
@@ -212,8 +164,9 @@ async def train(
     on_step: StepCallback | None = None,
     on_eval: EvalCallback | None = None,
 ) -> list[StepMetrics]:
-    """Run ``config.steps`` steps into ``config.output`` (with ``eval_items``, an evaluation
-    of the base weights before and of the trained ones after); return every step's metrics."""
+    """Run up to ``config.steps`` steps into ``config.output`` (fewer when the source runs
+    out; with ``eval_items``, an evaluation of the base weights before and of the trained
+    ones after); return every step's metrics."""
     async with open_trainer(config) as trainer:
         if config.eval_items:
             before = await trainer.evaluate("base")
@@ -221,6 +174,8 @@ async def train(
                 on_eval(before)
         for step in range(1, config.steps + 1):
             metrics = await trainer.step(step)
+            if metrics is None:
+                break
             if on_step is not None:
                 on_step(metrics)
         if config.eval_items:
@@ -231,6 +186,11 @@ async def train(
 
 
 def _title(config: TrainConfig) -> str:
+    if config.atropos_url:
+        return f"Atropos run-api {config.atropos_url}, seed {config.seed}"
+    if config.trajectories:
+        names = ", ".join(path.name for path in config.trajectories)
+        return f"{config.objective} on {names}, seed {config.seed}"
     levels = ",".join(str(d) for d in config.difficulties)
     return f"{','.join(config.families)} (level {levels}), seed {config.seed}"
 

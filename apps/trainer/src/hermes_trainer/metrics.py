@@ -30,9 +30,10 @@ class StepMetrics:
     log_ratio_max: float | None
     trainable_tokens: int
     train_tokens_per_s: float | None
-    sample_tokens_per_s: float
+    sample_tokens_per_s: float | None
     sample_s: float
     update_s: float
+    policy_lag: float | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -22,6 +22,13 @@ class EnvSpec(Generic[C]):
     description: str = ""
 
 
+def _describe(exc: BaseException, type_: type | None) -> str:
+    """A config validator's own message, cattrs' wording for type errors."""
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    return cattrs.v.format_exception(exc, type_)
+
+
 class EnvRegistry:
     """A name -> :class:`EnvSpec` table. Build one per app (``default_registry()``)."""
 
@@ -53,7 +60,10 @@ class EnvRegistry:
         try:
             return self._converter.structure(dict(values or {}), spec.config_type)
         except Exception as exc:
-            raise ConfigError(f"bad config for environment {name!r}: {exc}") from exc
+            details = "; ".join(
+                cattrs.transform_error(exc, path="options", format_exception=_describe)
+            )
+            raise ConfigError(f"bad config for environment {name!r}: {details}") from exc
 
     def create(self, name: str, config: object | Mapping[str, Any] | None = None) -> Environment:
         """Instantiate ``name`` with a config instance, a mapping of values, or defaults."""

@@ -1,0 +1,91 @@
+"""The Atropos source: train on the groups an Atropos environment sends to ``run-api``.
+
+The trainer registers with ``run-api`` as Atropos' trainer (``POST /register``: the batch size
+in sequences is ``groups_per_step * group_size``) and pulls one ``GET /batch`` per step. The
+environment (``apps/atropos_env serve --env.lora_adapter FILE``) samples with the embedded
+model and reloads ``FILE`` whenever the trainer replaces it, so the loop closes across
+processes. Each group says which adapter sampled it (``group_overrides.lora_adapter_sha256``);
+``policy_lag`` is how many updates behind the trainer's weights that adapter was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx
+from hermes_atropos_env.trainer import pull_batch, register_trainer
+from hermes_protocols import BackendError
+
+from hermes_trainer.samples import from_atropos_group
+from hermes_trainer.source import Collected
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@contextmanager
+def run_api_errors(url: str) -> Iterator[None]:
+    """HTTP failures talking to ``run-api`` as :class:`BackendError` naming it."""
+    try:
+        yield
+    except httpx.HTTPError as exc:
+        raise BackendError(f"Atropos run-api at {url}: {type(exc).__name__}: {exc}") from exc
+
+
+class AtroposFeed:
+    """Batches pulled from ``run-api``; see the module doc."""
+
+    def __init__(self, client: httpx.AsyncClient, *, timeout_s: float) -> None:
+        self._client = client
+        self._timeout_s = timeout_s
+        #: the step after which each adapter was published (no adapter: the base weights)
+        self._published: dict[str | None, int] = {None: 0}
+
+    def _lag(self, group: Mapping[str, Any], step: int) -> int | None:
+        sha = (group.get("group_overrides") or {}).get("lora_adapter_sha256")
+        published = self._published.get(sha)
+        return None if published is None else step - 1 - published
+
+    async def collect(self, step: int) -> Collected:
+        started = anyio.current_time()
+        with run_api_errors(str(self._client.base_url)):
+            batch = await pull_batch(self._client, timeout=self._timeout_s)
+        groups = tuple(
+            tuple(from_atropos_group(group, f"step {step} group {index}"))
+            for index, group in enumerate(batch)
+        )
+        lags = [lag for group in batch if (lag := self._lag(group, step)) is not None]
+        return Collected(
+            groups=groups,
+            generated_tokens=sum(sum(s.mask) for group in groups for s in group),
+            seconds=anyio.current_time() - started,
+            policy_lag=sum(lags) / len(lags) if len(lags) == len(batch) else None,
+        )
+
+    async def publish(self, adapter: Path, step: int) -> None:
+        self._published[await anyio.to_thread.run_sync(file_sha256, adapter)] = step
+
+
+@asynccontextmanager
+async def open_atropos_feed(
+    url: str, *, batch_size: int, max_token_len: int, steps: int, timeout_s: float
+) -> AsyncIterator[AtroposFeed]:
+    """Register with ``run-api`` at ``url`` as the trainer of ``steps`` batches of
+    ``batch_size`` sequences; the HTTP client is closed on exit."""
+    async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
+        with run_api_errors(url):
+            await register_trainer(
+                client,
+                batch_size=batch_size,
+                max_token_len=max_token_len,
+                num_steps=steps,
+                wandb_group="hermes-trainer",
+            )
+        yield AtroposFeed(client, timeout_s=timeout_s)

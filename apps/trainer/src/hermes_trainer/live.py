@@ -1,0 +1,141 @@
+"""The live source: sample groups with the embedded model in this process, hot-load updates.
+
+Each step takes the next ``groups_per_step`` items of the environment and runs ``group_size``
+rollouts of each through :mod:`hermes_rollouts` (the embedded model, real sandboxes, the
+environment's verifier). :meth:`LiveSource.publish` loads the new adapter into the embedded
+model, so the next step samples from the updated weights; :meth:`LiveSource.evaluate` runs
+held-out tasks with the current weights.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+from hermes_loop import ModelSpec
+from hermes_protocols import ConfigError, ScoredRollout
+from hermes_rollouts import (
+    AgentBudgets,
+    EnvironmentSpec,
+    PoolSpec,
+    RolloutSession,
+    RolloutSpec,
+    SamplingSpec,
+    ToolsetSpec,
+    derive_seed,
+    open_session,
+)
+
+from hermes_trainer.config import TrainConfig
+from hermes_trainer.samples import from_rollout
+from hermes_trainer.source import Collected
+
+#: the trainer's options, for the assembly's error messages
+OPTION_NAMES = {
+    "environment.options": "--families / --difficulties",
+    "environment.prefill_messages": "--prefill-messages",
+    "budgets.max_turns": "--max-turns",
+    "budgets.max_tokens_per_turn": "--max-tokens",
+    "sampling.temperature": "--temperature",
+    "model.gguf_path": "--model",
+    "model.threads": "--threads",
+}
+
+
+def rollout_spec(config: TrainConfig) -> RolloutSpec:
+    """The sampling side of a run: the embedded model (one KV sequence, as measured in
+    docs/training.md), terminal tool only, the run's environment, budgets and temperature."""
+    return RolloutSpec(
+        model=ModelSpec(
+            gguf_path=config.model,
+            context_tokens=config.context_tokens,
+            concurrency=1,
+            threads=config.threads,
+        ),
+        pool=PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
+        environment=EnvironmentSpec(
+            name="endless_terminals",
+            options={
+                "families": list(config.families),
+                "difficulties": list(config.difficulties),
+                "toolsets": ["terminal"],
+            },
+            system_prompt=config.system_prompt,
+            prefill_messages=config.prefill_messages,
+        ),
+        toolsets=ToolsetSpec(enabled=("terminal",)),
+        budgets=AgentBudgets(
+            max_turns=config.max_turns,
+            max_tokens_per_turn=config.max_tokens,
+            rollout_timeout_s=config.rollout_timeout_s,
+        ),
+        sampling=SamplingSpec(temperature=config.temperature),
+    )
+
+
+def _generated_tokens(groups: list[list[ScoredRollout]]) -> int:
+    return sum(
+        sum(r.result.trace.mask)
+        for group in groups
+        for r in group
+        if r.result is not None and r.result.trace is not None
+    )
+
+
+class LiveSource:
+    """Groups sampled in this process; see the module doc."""
+
+    def __init__(self, config: TrainConfig, session: RolloutSession) -> None:
+        load_lora = session.model.load_lora
+        if load_lora is None:
+            raise ConfigError("the trainer needs the embedded model (it hot-loads LoRA adapters)")
+        self.config = config
+        self.session = session
+        self._load_lora = load_lora
+        self._items = session.items(seed=config.seed)
+
+    async def collect(self, step: int) -> Collected:
+        config = self.config
+        started = anyio.current_time()
+        groups = []
+        for item in itertools.islice(self._items, config.groups_per_step):
+            seed = derive_seed(config.seed, f"step-{step}/{item.id}")
+            groups.append(
+                list(await self.session.run_group(item, seed=seed, group_size=config.group_size))
+            )
+        samples = tuple(
+            tuple(from_rollout(rollout, config.temperature) for rollout in group)
+            for group in groups
+        )
+        return Collected(
+            groups=samples,
+            generated_tokens=_generated_tokens(groups),
+            seconds=anyio.current_time() - started,
+            policy_lag=0.0,
+        )
+
+    async def publish(self, adapter: Path, step: int) -> None:
+        await self._load_lora(adapter)
+
+    async def evaluate(self) -> list[float | None]:
+        """The rewards of the current weights on ``config.eval_items`` held-out tasks (the
+        environment's ``test`` split, the same for every call), ``group_size`` rollouts each
+        (``None``: the rollout failed)."""
+        config = self.config
+        items = self.session.items(split="test", seed=config.seed)
+        rewards: list[float | None] = []
+        for item in itertools.islice(items, config.eval_items):
+            seed = derive_seed(config.seed, f"eval/{item.id}")
+            group = await self.session.run_group(item, seed=seed, group_size=config.group_size)
+            rewards.extend(r.score.reward if r.score is not None else None for r in group)
+        return rewards
+
+
+@asynccontextmanager
+async def open_live(config: TrainConfig) -> AsyncIterator[LiveSource]:
+    """Start the rollout session (model, sandboxes); released on exit."""
+    async with open_session(rollout_spec(config), option_names=OPTION_NAMES) as session:
+        yield LiveSource(config, session)
