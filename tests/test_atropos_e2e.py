@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,8 @@ from hermes_atropos_env.trainer import (
     pull_batch,
     register_trainer,
 )
+
+from tests.processes import background_process, clean_env, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
@@ -50,52 +50,8 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _app_cmd(*args: str) -> list[str]:
     return [sys.executable, str(APP), *args]
-
-
-def _clean_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MODAL_", "WANDB_"))}
-    env["HOME"] = str(home)
-    return env
-
-
-@contextmanager
-def _process(cmd: Sequence[str], *, cwd: Path, env: dict[str, str], log: Path) -> Iterator[Any]:
-    """A subprocess in its own session, killed with its whole group on exit."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            list(cmd), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=20)
-
-
-def _wait_http(url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} did not answer within {timeout}s")
 
 
 #: teacher-forced recompute in a fresh process, as a trainer would do it: every id sequence on
@@ -152,9 +108,9 @@ def _read_groups(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.anyio
 @pytest.mark.timeout(900)
 async def test_serve_streams_exact_tokens_to_a_trainer(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = _clean_env(tmp_path)
+    env = clean_env(tmp_path)
     run_api = [str(Path(sys.executable).parent / "run-api"), "--host", "127.0.0.1"]
     serve = _app_cmd(
         "serve",
@@ -166,11 +122,15 @@ async def test_serve_streams_exact_tokens_to_a_trainer(tmp_path: Path) -> None:
         "--env.max_num_workers", "1",
         *TINY,
     )  # fmt: skip
-    with _process([*run_api, "--port", str(port)], cwd=tmp_path, env=env, log=tmp_path / "api.log"):
-        _wait_http(url + "/", 60)
+    with background_process(
+        [*run_api, "--port", str(port)], cwd=tmp_path, env=env, log=tmp_path / "api.log"
+    ):
+        wait_http(url + "/", 60)
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
             await register_trainer(client, batch_size=2, max_token_len=2048, num_steps=1)
-            with _process(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log") as proc:
+            with background_process(
+                serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log"
+            ) as proc:
                 try:
                     batch = await pull_batch(client, timeout=600)
                 except Exception:
@@ -197,16 +157,18 @@ async def test_serve_with_its_defaults_feeds_a_trainer_within_five_minutes(tmp_p
     """The documented first serve: no budget flags at all (embedded defaults: group_size 4,
     the terminal demonstration, equal-score groups sent) and a trainer asking for batches of 4.
     """
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = _clean_env(tmp_path)
+    env = clean_env(tmp_path)
     run_api = [str(Path(sys.executable).parent / "run-api"), "--host", "127.0.0.1"]
     serve = _app_cmd("serve", "--env.rollout_server_url", url)
-    with _process([*run_api, "--port", str(port)], cwd=tmp_path, env=env, log=tmp_path / "api.log"):
-        _wait_http(url + "/", 60)
+    with background_process(
+        [*run_api, "--port", str(port)], cwd=tmp_path, env=env, log=tmp_path / "api.log"
+    ):
+        wait_http(url + "/", 60)
         async with httpx.AsyncClient(base_url=url, timeout=30.0) as client:
             await register_trainer(client, batch_size=4, max_token_len=2048, num_steps=1)
-            with _process(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log"):
+            with background_process(serve, cwd=tmp_path, env=env, log=tmp_path / "serve.log"):
                 started = time.monotonic()
                 try:
                     batch = await pull_batch(client, timeout=300)
@@ -235,7 +197,7 @@ async def test_process_writes_jsonl_with_exact_tokens_and_html(tmp_path: Path) -
         *TINY,
     )  # fmt: skip
     with anyio.fail_after(800):
-        done = await anyio.run_process(cmd, cwd=tmp_path, env=_clean_env(tmp_path), check=False)
+        done = await anyio.run_process(cmd, cwd=tmp_path, env=clean_env(tmp_path), check=False)
     assert done.returncode == 0, done.stderr.decode()[-5000:]
     groups = _read_groups(out)
     assert len(groups) == 2
@@ -264,7 +226,7 @@ def test_swe_smith_oracle_documented_command_runs_offline_on_bwrap(tmp_path: Pat
         "--env.max_tokens_per_turn", "16",
     )  # fmt: skip
     done = subprocess.run(
-        cmd, cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, timeout=800
+        cmd, cwd=tmp_path, env=clean_env(tmp_path), capture_output=True, timeout=800
     )
     assert done.returncode == 0, done.stderr.decode()[-5000:]
     groups = _read_groups(tmp_path / "data" / "hermes_swe_smith_oracle.jsonl")
@@ -288,7 +250,7 @@ def test_modal_without_credentials_stops_within_seconds(tmp_path: Path) -> None:
     )  # fmt: skip
     start = time.monotonic()
     done = subprocess.run(
-        cmd, cwd=tmp_path, env=_clean_env(tmp_path), capture_output=True, timeout=60
+        cmd, cwd=tmp_path, env=clean_env(tmp_path), capture_output=True, timeout=60
     )
     elapsed = time.monotonic() - start
     stderr = done.stderr.decode()

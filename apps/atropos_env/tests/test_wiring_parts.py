@@ -195,3 +195,20 @@ def test_vllm_without_model_name_names_the_flag() -> None:
 def test_the_embedded_model_keeps_one_kv_sequence_per_pool_slot() -> None:
     env = HermesAtroposEnvConfig(slots_per_container=3, max_containers=2)
     assert rollout_spec(env, InferenceConfig(), Credentials()).model.concurrency == 6
+
+
+def test_environment_options_reach_the_environment_and_bad_ones_name_the_flag() -> None:
+    env = HermesAtroposEnvConfig(environment_options={"families": ["write_word"]})
+    environment = build_environment(_spec(env).environment)
+    assert next(iter(environment.items(seed=0))).id.startswith("write_word-")
+    bad = HermesAtroposEnvConfig(environment_options={"families": ["nope"]})
+    (problem,) = HermesWiring(TOKENS).problems(bad, InferenceConfig())
+    assert problem.startswith("--env.environment_options: ")
+    assert "unknown task families ['nope']" in problem
+
+
+def test_a_lora_adapter_needs_the_embedded_model() -> None:
+    argv = ["process", "--env.lora_adapter", "a.gguf", "--openai.server_type", "vllm"]
+    argv += ["--openai.base_url", "http://127.0.0.1:1/v1", "--openai.model_name", "m"]
+    with pytest.raises(ConfigError, match=r"--env\.lora_adapter needs the embedded model"):
+        prepare(argv, HermesWiring())

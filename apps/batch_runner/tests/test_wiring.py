@@ -128,3 +128,15 @@ def test_the_embedded_model_keeps_one_kv_sequence_per_rollout_in_flight() -> Non
     assert rollout_spec(config, Credentials()).model.concurrency == 6  # capped by the pool
     config = RunConfig(concurrency=2, sandbox_slots=8)
     assert rollout_spec(config, Credentials()).model.concurrency == 2
+
+
+def test_env_options_reach_the_environment_and_bad_ones_name_the_flag(tmp_path: Path) -> None:
+    options = '{"families": ["write_word"], "difficulties": [1]}'
+    config = _config(tmp_path, "--env-options", options, "--num-items", "1")
+    environment = build_environment(rollout_spec(config, Credentials()).environment)
+    (item,) = itertools.islice(environment.items(seed=0), 1)
+    assert item.id.startswith("write_word-d1-")
+    bad = tmp_path / "bad"
+    with pytest.raises(ConfigError, match=r"--env-options: .*unknown task families \['nope'\]"):
+        _config(bad, "--env-options", '{"families": ["nope"]}')
+    assert not (bad / "run").exists()

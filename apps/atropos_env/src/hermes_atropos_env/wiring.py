@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -36,6 +37,8 @@ from hermes_sandbox.factory import DEFAULT_NOMAD_JOB_PREFIX, SandboxSpec
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
+
+logger = logging.getLogger(__name__)
 
 #: spec paths -> the adapter's options, for every error message
 OPTION_NAMES = {
@@ -215,6 +218,7 @@ class AdapterFile:
                 sha256 = await anyio.to_thread.run_sync(_file_sha256, self.path)
                 await self._load(self.path)
                 self._loaded, self.sha256 = version, sha256
+                logger.info("loaded LoRA adapter %s (sha256 %s)", self.path, sha256[:12])
             return self.sha256
 
 

@@ -86,6 +86,11 @@ def _environment_problems(spec: RolloutSpec, name: OptionNames) -> list[str]:
             f"unknown environment {env.name!r}: set {name('environment.name')} to one of "
             f"{_choices(environment_names())}"
         )
+    else:
+        try:
+            default_registry().config(env.name, env.options)
+        except ConfigError as exc:
+            problems.append(f"{name('environment.options')}: {exc}")
     if env.prefill_messages:
         try:
             load_prefill(env.prefill_messages)
