@@ -20,7 +20,14 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_protocols import IsolationUnavailable, SandboxError
-from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
+from hermes_sandbox import (
+    BwrapBackend,
+    BwrapConfig,
+    LocalBackend,
+    LocalConfig,
+    PoolConfig,
+    SandboxPool,
+)
 from hermes_sandbox.backends._root_dir import default_root_dir, first_untraversable
 from hermes_sandbox.backends.bwrap_command import bwrap_binary
 
@@ -91,6 +98,27 @@ async def test_bwrap_that_cannot_start_fails_the_pool_start_in_one_line(
 def test_default_root_is_per_user() -> None:
     root = default_root_dir("bwrap")
     assert root.endswith(f"/hermes-sandbox-{os.geteuid()}/bwrap")
+
+
+async def test_bwrap_starts_after_the_local_backend_made_the_shared_parent(
+    sandbox_root: Path,
+) -> None:
+    """The per-user directory holds local's private root beside bwrap's traversable one: a
+    local run first (it creates the parent) must not lock bwrap's slot uids out."""
+    parent = sandbox_root / "user"
+    local = LocalBackend(LocalConfig(root_dir=str(parent / "local")))
+    async with SandboxPool(local, PoolConfig(name="local-first", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        assert (await slot.exec("echo ok", timeout=30)).stdout.strip() == "ok"
+        await pool.release(slot)
+    assert oct((parent / "local").stat().st_mode & 0o777) == oct(0o700)
+    backend = BwrapBackend(BwrapConfig(root_dir=str(parent / "bwrap")))
+    async with SandboxPool(backend, PoolConfig(name="bwrap-second", slots_per_host=1)) as pool:
+        slot = await pool.acquire("t")
+        result = await slot.exec("echo ok", timeout=30)
+        assert (result.exit_code, result.stdout.strip()) == (0, "ok"), result.stderr
+        await pool.release(slot)
+    shutil.rmtree(parent)
 
 
 async def test_a_root_owned_by_someone_else_is_refused(sandbox_root: Path) -> None:

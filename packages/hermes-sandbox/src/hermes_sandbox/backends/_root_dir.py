@@ -24,9 +24,13 @@ BIN_DIR = ".bin"
 """Entry of a root holding reachable bwrap copies (never a host: host ids have no dot first)."""
 
 
+def _user_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), f"hermes-sandbox-{os.geteuid()}")
+
+
 def default_root_dir(backend: str) -> str:
     """``<tmp>/hermes-sandbox-<euid>/<backend>``: per user, never a fixed shared path."""
-    return os.path.join(tempfile.gettempdir(), f"hermes-sandbox-{os.geteuid()}", backend)
+    return os.path.join(_user_dir(), backend)
 
 
 def _check_owned(path: str, allow_root: bool) -> None:
@@ -44,14 +48,21 @@ def _check_owned(path: str, allow_root: bool) -> None:
 def prepare_root(root: str, *, traversable: bool) -> None:
     """Create ``root`` (mode 0700, or 0711 when other uids must traverse it) and check it.
 
+    A missing parent is created with mode 0711 (others may pass through it, not list it), so
+    one backend's root never blocks another's: the per-user default directory holds the local
+    backend's private root beside bwrap's traversable one, whichever started first (an older
+    version made it 0700; it is widened here).
+
     Raises :class:`SandboxError` when ``root`` or its parent is a symlink or belongs to
     another user (a directory someone else made cannot be trusted with workspaces).
     """
     mode = 0o711 if traversable else 0o700
     parent = os.path.dirname(os.path.abspath(root))
     if not os.path.lexists(parent):
-        os.makedirs(parent, mode=mode, exist_ok=True)
+        os.makedirs(parent, mode=0o711, exist_ok=True)
     _check_owned(parent, allow_root=True)
+    if parent == _user_dir() and os.lstat(parent).st_uid == os.geteuid():
+        os.chmod(parent, 0o711)
     if not os.path.lexists(root):
         os.makedirs(root, mode=mode, exist_ok=True)
     _check_owned(root, allow_root=False)
