@@ -23,7 +23,7 @@ from hermes_atropos_env.trainer import pull_batch, register_trainer
 from hermes_protocols import BackendError
 
 from hermes_trainer.samples import from_atropos_group
-from hermes_trainer.source import Collected
+from hermes_trainer.source import Collected, Weights
 
 
 def file_sha256(path: Path) -> str:
@@ -69,8 +69,8 @@ class AtroposFeed:
             policy_lag=sum(lags) / len(lags) if len(lags) == len(batch) else None,
         )
 
-    async def publish(self, adapter: Path, step: int) -> None:
-        self._published[await anyio.to_thread.run_sync(file_sha256, adapter)] = step
+    async def publish(self, adapter: Weights, step: int) -> None:
+        self._published[await anyio.to_thread.run_sync(file_sha256, Path(adapter))] = step
 
 
 @asynccontextmanager

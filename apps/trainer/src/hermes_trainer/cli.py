@@ -21,6 +21,7 @@ from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import config_record, train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import Evaluation, StepMetrics
+from hermes_trainer.tinker_api import TinkerSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="GRPO (or SFT) on a LoRA adapter (JAX) of the embedded model. By default "
         "it samples endless_terminals groups itself, updates, hot-loads the adapter and "
         "repeats; --atropos-url trains on an Atropos environment's groups, --trajectories on "
-        "a batch runner's.",
+        "a batch runner's; --tinker-model samples and trains through the Tinker API.",
     )
     add = parser.add_argument
     add(
@@ -47,6 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="train on a batch runner run directory or trajectories.jsonl (repeatable)",
     )
     add("--epochs", type=int, default=1, help="passes over --trajectories")
+    add(
+        "--tinker-model",
+        help="sample and train through the Tinker API on this base model (a name, or the "
+        "model directory of a local server); needs --temperature 1",
+    )
+    add(
+        "--tinker-url",
+        help="a Tinker API server (e.g. SkyRL's skyrl-tx; default: Thinking Machines' service, "
+        "with $TINKER_API_KEY)",
+    )
+    add("--tokenizer", help="the Tinker model's HF tokenizer directory (default: --tinker-model)")
     add("--objective", choices=("grpo", "sft"), default="grpo")
     add("--min-reward", type=float, default=1.0, help="sft: rollouts with reward >= this train")
     add("--adapter", type=Path, help="adapter file (default: OUTPUT/adapter.gguf)")
@@ -100,11 +112,20 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         trajectories=tuple(args.trajectories or ()),
         epochs=args.epochs,
         adapter=args.adapter,
+        tinker=_tinker(args),
     )
     if args.prefill_messages is None:
         return config
     prefill = None if args.prefill_messages == "none" else args.prefill_messages
     return attrs.evolve(config, prefill_messages=prefill)
+
+
+def _tinker(args: argparse.Namespace) -> TinkerSpec | None:
+    if args.tinker_model is None:
+        if args.tinker_url or args.tokenizer:
+            raise ValueError("--tinker-url and --tokenizer need --tinker-model")
+        return None
+    return TinkerSpec(base_model=args.tinker_model, url=args.tinker_url, tokenizer=args.tokenizer)
 
 
 def _describe(m: StepMetrics) -> str:
@@ -162,9 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     if len(history) < config.steps:
         console.print(f"the source ran out after {len(history)} steps", highlight=False)
+    saved = [m.weights for m in history if m.weights is not None]
     console.print(
         f"metrics: {config.output / 'metrics.jsonl'}, plot: {config.output / 'reward.png'}, "
-        f"adapter: {config.adapter_path}",
+        f"weights: {saved[-1] if saved else 'none (no step updated)'}",
         highlight=False,
     )
     return EXIT_OK

@@ -10,6 +10,7 @@ from hermes_envs.prefill import demonstration_path
 from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.lora import LoraSpec
+from hermes_trainer.tinker_api import TinkerSpec
 
 #: a short system prompt: the model's context (and the learner's compute) goes to the task
 SYSTEM_PROMPT = "Use the terminal tool to change files."
@@ -32,7 +33,9 @@ class TrainConfig:
     the live sampler's (the learner scores each group at the temperature its rollouts record).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
     held-out tasks (``group_size`` rollouts each) are run before and after training (live
-    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``."""
+    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``.
+    ``tinker``: sample and train through the Tinker API instead of the embedded model and the
+    local learner (live source, temperature 1)."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -62,6 +65,7 @@ class TrainConfig:
     trajectories: tuple[Path, ...] = ()
     epochs: int = attrs.field(default=1, validator=_positive)
     adapter: Path | None = None
+    tinker: TinkerSpec | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.atropos_url and self.trajectories:
@@ -72,6 +76,14 @@ class TrainConfig:
             raise ValueError(f"objective must be grpo or sft, got {self.objective!r}")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if self.tinker is not None and (self.atropos_url or self.trajectories):
+            raise ValueError(
+                "the Tinker API samples its own groups: no --atropos-url or --trajectories"
+            )
+        if self.tinker is not None and self.temperature != 1.0:
+            raise ValueError(
+                "the Tinker API reports and scores logprobs at temperature 1: pass --temperature 1"
+            )
 
     @property
     def adapter_path(self) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import anyio
 from hermes_loop import ModelSpec
@@ -20,6 +19,7 @@ from hermes_protocols import ConfigError, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     EnvironmentSpec,
+    ModelOpener,
     PoolSpec,
     RolloutSession,
     RolloutSpec,
@@ -31,7 +31,7 @@ from hermes_rollouts import (
 
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.samples import from_rollout
-from hermes_trainer.source import Collected
+from hermes_trainer.source import Collected, Weights
 
 #: the trainer's options, for the assembly's error messages
 OPTION_NAMES = {
@@ -91,7 +91,7 @@ class LiveSource:
     def __init__(self, config: TrainConfig, session: RolloutSession) -> None:
         load_lora = session.model.load_lora
         if load_lora is None:
-            raise ConfigError("the trainer needs the embedded model (it hot-loads LoRA adapters)")
+            raise ConfigError("the trainer's sampler must load the weights it trains")
         self.config = config
         self.session = session
         self._load_lora = load_lora
@@ -117,7 +117,7 @@ class LiveSource:
             policy_lag=0.0,
         )
 
-    async def publish(self, adapter: Path, step: int) -> None:
+    async def publish(self, adapter: Weights, step: int) -> None:
         await self._load_lora(adapter)
 
     async def evaluate(self) -> list[float | None]:
@@ -135,7 +135,11 @@ class LiveSource:
 
 
 @asynccontextmanager
-async def open_live(config: TrainConfig) -> AsyncIterator[LiveSource]:
-    """Start the rollout session (model, sandboxes); released on exit."""
-    async with open_session(rollout_spec(config), option_names=OPTION_NAMES) as session:
+async def open_live(
+    config: TrainConfig, model: ModelOpener | None = None
+) -> AsyncIterator[LiveSource]:
+    """Start the rollout session (sandboxes and the embedded model, or ``model``: the Tinker
+    sampler); released on exit."""
+    spec = rollout_spec(config)
+    async with open_session(spec, option_names=OPTION_NAMES, model=model) as session:
         yield LiveSource(config, session)

@@ -26,9 +26,9 @@ from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.live import LiveSource, open_live
-from hermes_trainer.lora import write_gguf_adapter
 from hermes_trainer.metrics import Evaluation, StepMetrics, append_jsonl, plot
-from hermes_trainer.source import BatchSource, Collected
+from hermes_trainer.source import BatchSource, Collected, Learner, LocalLearner, Weights
+from hermes_trainer.tinker_api import TinkerLearner, open_tinker, tinker_model
 from hermes_trainer.trajectories import open_trajectories
 
 StepCallback = Callable[[StepMetrics], None]
@@ -36,7 +36,12 @@ EvalCallback = Callable[[Evaluation], None]
 
 
 def _metrics(
-    step: int, collected: Collected, batch: Batch, stats: UpdateStats | None, update_s: float
+    step: int,
+    collected: Collected,
+    batch: Batch,
+    stats: UpdateStats | None,
+    update_s: float,
+    weights: Weights | None,
 ) -> StepMetrics:
     rewards = batch.rewards
     tokens = collected.generated_tokens
@@ -59,6 +64,7 @@ def _metrics(
         sample_s=round(collected.seconds, 3),
         update_s=round(update_s, 3),
         policy_lag=collected.policy_lag,
+        weights=None if weights is None else str(weights),
     )
 
 
@@ -66,12 +72,11 @@ class Trainer:
     """A started run: the source, the learner and the output files. :meth:`step` runs one
     step; live and Atropos sampling use the learner's latest weights after an update."""
 
-    def __init__(self, config: TrainConfig, source: BatchSource, learner: LoraLearner) -> None:
+    def __init__(self, config: TrainConfig, source: BatchSource, learner: Learner) -> None:
         self.config = config
         self.source = source
         self.learner = learner
         self.output = Path(config.output)
-        self.adapter_path = config.adapter_path
         self.metrics_path = self.output / "metrics.jsonl"
         self.history: list[StepMetrics] = []
         #: the batch the last step built (what it trained on)
@@ -89,13 +94,12 @@ class Trainer:
             collected.groups, objective=config.objective, min_reward=config.min_reward
         )
         stats: UpdateStats | None = None
+        weights: Weights | None = None
         if batch.groups:
-            stats = await anyio.to_thread.run_sync(self.learner.update, batch.groups)
-            await anyio.to_thread.run_sync(
-                write_gguf_adapter, self.adapter_path, self.learner.lora_arrays(), config.lora.alpha
-            )
-            await self.source.publish(self.adapter_path, step)
-        metrics = _metrics(step, collected, batch, stats, anyio.current_time() - started)
+            stats = await self.learner.update(batch.groups)
+            weights = await self.learner.save(step)
+            await self.source.publish(weights, step)
+        metrics = _metrics(step, collected, batch, stats, anyio.current_time() - started, weights)
         self.history.append(metrics)
         self.last_batch = batch
         await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
@@ -145,17 +149,29 @@ def open_source(config: TrainConfig, model_path: Path) -> AbstractAsyncContextMa
 
 @asynccontextmanager
 async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
-    """Load the base weights into a learner, open the source; closed on exit."""
+    """Start the learner (the base weights in a local LoRA learner, or a Tinker training
+    client) and the source; closed on exit."""
     await anyio.Path(config.output).mkdir(parents=True, exist_ok=True)
+    if config.tinker is not None:
+        async with open_tinker(config.tinker, rank=config.lora.rank, seed=config.seed) as run:
+            learner = TinkerLearner(
+                run.training,
+                config.optimizer,
+                objective=config.objective,
+                timeout_s=config.tinker.timeout_s,
+            )
+            async with open_live(config, model=tinker_model(run)) as source:
+                yield Trainer(config, source, learner)
+        return
     model_path = resolve_model_path(config.model)
     base = await anyio.to_thread.run_sync(read_base_weights, model_path)
-    learner = await anyio.to_thread.run_sync(
+    local = await anyio.to_thread.run_sync(
         lambda: LoraLearner(
             base, config.lora, config.optimizer, objective=config.objective, seed=config.seed
         )
     )
     async with open_source(config, model_path) as source:
-        yield Trainer(config, source, learner)
+        yield Trainer(config, source, LocalLearner(local, config.adapter_path, config.lora.alpha))
 
 
 async def train(
@@ -186,6 +202,8 @@ async def train(
 
 
 def _title(config: TrainConfig) -> str:
+    if config.tinker is not None:
+        return f"Tinker {config.tinker.base_model}, seed {config.seed}"
     if config.atropos_url:
         return f"Atropos run-api {config.atropos_url}, seed {config.seed}"
     if config.trajectories:

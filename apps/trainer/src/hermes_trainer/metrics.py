@@ -34,6 +34,7 @@ class StepMetrics:
     sample_s: float
     update_s: float
     policy_lag: float | None = None
+    weights: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -19,7 +19,7 @@ import anyio.to_thread
 from hermes_protocols import ConfigError
 
 from hermes_trainer.samples import Sample, from_trajectory
-from hermes_trainer.source import Collected
+from hermes_trainer.source import Collected, Weights
 
 
 def trajectory_file(path: Path) -> Path:
@@ -84,7 +84,7 @@ class TrajectorySource:
             return None
         return Collected(groups=tuple(groups), generated_tokens=None, seconds=0.0)
 
-    async def publish(self, adapter: Path, step: int) -> None:
+    async def publish(self, adapter: Weights, step: int) -> None:
         """Nothing samples from it; the adapter stays on disk."""
 
 

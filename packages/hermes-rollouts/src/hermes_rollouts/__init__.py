@@ -17,6 +17,7 @@ from hermes_rollouts.environment import (
 from hermes_rollouts.preflight import PreflightError
 from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
 from hermes_rollouts.session import (
+    ModelOpener,
     RolloutSession,
     derive_seed,
     get_parser,
@@ -46,6 +47,7 @@ __all__ = [
     "DatasetEnvironment",
     "EnvironmentSpec",
     "LoadedDataset",
+    "ModelOpener",
     "PoolSpec",
     "PreflightError",
     "RolloutSession",

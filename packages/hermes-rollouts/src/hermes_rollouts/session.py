@@ -11,8 +11,8 @@ rollout. Everything is released on exit, also on error or cancellation.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 import anyio
 import hermes_loop
@@ -181,15 +181,21 @@ def _pool_config(spec: RolloutSpec) -> PoolConfig:
     )
 
 
+#: opens a model the caller builds itself (given the spec's tool-call parser)
+ModelOpener = Callable[[ToolCallParser], AbstractAsyncContextManager[ModelHandle]]
+
+
 @asynccontextmanager
 async def open_session(
     spec: RolloutSpec,
     *,
     option_names: Mapping[str, str] | None = None,
     preflight: bool = True,
+    model: ModelOpener | None = None,
 ) -> AsyncIterator[RolloutSession]:
     """Validate ``spec``, start the pool and the model (each proven to work unless
     ``preflight`` is false) and yield the session; everything is released on exit.
+    ``model`` replaces ``spec.model`` with a model the caller opens (a trainer's own sampler).
 
     Raises :class:`~hermes_protocols.ConfigError` listing every problem of the spec,
     :class:`hermes_rollouts.PreflightError` when the sandbox or the model does not work, before
@@ -213,9 +219,12 @@ async def open_session(
             raise host_start_failed(exc, spec, names) from exc
         if preflight:
             await check_sandbox(pool, spec, names)
-        handle = await stack.enter_async_context(
-            hermes_loop.open_model(spec.model, parser, option_names=names.section("model"))
+        opened = (
+            model(parser)
+            if model is not None
+            else hermes_loop.open_model(spec.model, parser, option_names=names.section("model"))
         )
+        handle = await stack.enter_async_context(opened)
         if preflight:
             await check_model(handle, spec, names)
         runner = RolloutRunner(

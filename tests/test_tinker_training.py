@@ -1,0 +1,86 @@
+"""The trainer through the Tinker API, end to end on a real Tinker server (SkyRL's skyrl-tx
+on CPU, tests/tinker_server.py): rollouts sample from the weights being trained, an update
+runs as forward_backward + optim_step on the server, and the next step samples from the
+saved weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+from hermes_trainer.config import TrainConfig
+from hermes_trainer.loop import open_trainer
+from hermes_trainer.lora import LoraSpec
+from hermes_trainer.tinker_api import TinkerSpec, service_client
+from tinker import types
+
+from tests.tinker_server import tinker_model_dir, tinker_server
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.mark.timeout(1800)
+def test_a_tinker_step_trains_and_the_next_samples_from_the_new_weights(tmp_path: Path) -> None:
+    with tinker_server(tmp_path) as url:
+        spec = TinkerSpec(base_model=str(tinker_model_dir()), url=url)
+        # SFT on every rollout (reward >= 0): an update happens whatever the rewards are
+        config = TrainConfig(
+            output=tmp_path / "train",
+            tinker=spec,
+            temperature=1.0,
+            steps=2,
+            groups_per_step=1,
+            group_size=2,
+            objective="sft",
+            min_reward=0.0,
+            lora=LoraSpec(rank=8, alpha=16.0),
+        )
+
+        async def run() -> tuple[list[float], list[float]]:
+            async with open_trainer(config) as trainer:
+                first = await trainer.step(1)
+                assert first is not None
+                batch = trainer.last_batch
+                second = await trainer.step(2)
+            assert batch is not None
+            assert first.trained_groups == 1
+            assert first.failed_rollouts == 0
+            assert first.weights is not None
+            assert first.weights.startswith("tinker://")
+            # the sampler's recorded logprobs and the trainer's forward pass agree on the
+            # sampled tokens (same float32 weights; a shifted mask or id shows as nats)
+            assert first.log_ratio_mean is not None
+            assert first.log_ratio_max is not None
+            print(f"step 1 |log ratio| mean {first.log_ratio_mean} max {first.log_ratio_max}")
+            assert first.log_ratio_mean < 0.05
+            assert first.log_ratio_max < 1.0
+            assert second is not None
+            assert second.failed_rollouts == 0
+            assert second.rollouts == 2
+            assert second.weights is not None
+            assert second.weights != first.weights
+            # the update moved the weights: the trained tokens got likelier under them
+            service = service_client(spec)
+            try:
+                base = await service.create_sampling_client_async(base_model=spec.base_model)
+                trained = await service.create_sampling_client_async(model_path=first.weights)
+                before: list[float] = []
+                after: list[float] = []
+                for sequence in (s for g in batch.groups for s in g.sequences):
+                    prompt = types.ModelInput.from_ints(list(sequence.ids))
+                    on = np.asarray(sequence.mask[1:]) > 0
+                    # logprobs of ids[1:] (the SDK may put a None for the first id in front)
+                    targets = len(sequence.ids) - 1
+                    old = (await base.compute_logprobs_async(prompt))[-targets:]
+                    new = (await trained.compute_logprobs_async(prompt))[-targets:]
+                    before.append(float(np.asarray(old, dtype=float)[on].sum()))
+                    after.append(float(np.asarray(new, dtype=float)[on].sum()))
+            finally:
+                service.holder.close()
+            return before, after
+
+        before, after = anyio.run(run)
+        print(f"trained tokens' logprob sum: before {before} after {after}")
+        assert sum(after) > sum(before)
