@@ -112,6 +112,9 @@ class TinkerSampler:
             self._client = await self._service.create_sampling_client_async(model_path=str(path))
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
+        if sampling.stop:
+            # a Tinker request stops on ids or on strings, not both; turns end on the end ids
+            raise BackendError("the Tinker sampler stops on the model's end ids, not on strings")
         params = types.SamplingParams(
             max_tokens=sampling.max_tokens,
             # servers seed a 32-bit PRNG (skyrl-tx refuses larger seeds)
