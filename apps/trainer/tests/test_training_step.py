@@ -43,7 +43,8 @@ def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path
             assert first.log_ratio_max < 2.0
             assert isinstance(trainer.source, LiveSource)
             backend = trainer.source.session.model.model.backend
-            assert backend.runtime.lora_path == trainer.adapter_path
+            assert first.weights == str(config.adapter_path)
+            assert backend.runtime.lora_path == config.adapter_path
             batch = trainer.last_batch
             assert batch is not None
             moved = 0.0
@@ -52,7 +53,7 @@ def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path
                     after = np.array(await backend.score(sequence.ids))
                     await backend.load_lora(None)
                     before = np.array(await backend.score(sequence.ids))
-                    await backend.load_lora(trainer.adapter_path)
+                    await backend.load_lora(config.adapter_path)
                     on = np.array(sequence.mask[1:]) > 0
                     assert np.abs(after - before).max() > 1e-3  # the weights changed
                     moved += sequence.advantage * float((after - before)[on].sum())
