@@ -48,20 +48,21 @@ def _check_owned(path: str, allow_root: bool) -> None:
 def prepare_root(root: str, *, traversable: bool) -> None:
     """Create ``root`` (mode 0700, or 0711 when other uids must traverse it) and check it.
 
-    A missing parent is created with mode 0711 (others may pass through it, not list it), so
-    one backend's root never blocks another's: the per-user default directory holds the local
-    backend's private root beside bwrap's traversable one, whichever started first (an older
-    version made it 0700; it is widened here).
+    A missing parent is created mode 0700, or 0711 as root (slot uids may pass through it, not
+    list it), so as root one backend's root never blocks another's: the per-user default
+    directory holds the local backend's private root beside bwrap's traversable one, whichever
+    started first (an older version made root's 0700; it is widened here).
 
     Raises :class:`SandboxError` when ``root`` or its parent is a symlink or belongs to
     another user (a directory someone else made cannot be trusted with workspaces).
     """
     mode = 0o711 if traversable else 0o700
     parent = os.path.dirname(os.path.abspath(root))
+    as_root = os.geteuid() == 0
     if not os.path.lexists(parent):
-        os.makedirs(parent, mode=0o711, exist_ok=True)
+        os.makedirs(parent, mode=0o711 if as_root else 0o700, exist_ok=True)
     _check_owned(parent, allow_root=True)
-    if parent == _user_dir() and os.lstat(parent).st_uid == os.geteuid():
+    if as_root and parent == _user_dir() and os.lstat(parent).st_uid == 0:
         os.chmod(parent, 0o711)
     if not os.path.lexists(root):
         os.makedirs(root, mode=mode, exist_ok=True)
