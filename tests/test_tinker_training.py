@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import numpy as np
 import pytest
 from hermes_trainer.config import TrainConfig
@@ -62,7 +63,7 @@ def test_a_tinker_step_trains_and_the_next_samples_from_the_new_weights(tmp_path
             assert second.weights is not None
             assert second.weights != first.weights
             # the update moved the weights: the trained tokens got likelier under them
-            service = service_client(spec)
+            service = await anyio.to_thread.run_sync(service_client, spec)
             try:
                 base = await service.create_sampling_client_async(base_model=spec.base_model)
                 trained = await service.create_sampling_client_async(model_path=first.weights)

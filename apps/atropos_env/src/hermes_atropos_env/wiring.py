@@ -190,7 +190,8 @@ def rollout_spec(
     )
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (adapter versions on both sides of the loop)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -215,7 +216,7 @@ class AdapterFile:
                 return self.sha256
             version = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
             if version != self._loaded:
-                sha256 = await anyio.to_thread.run_sync(_file_sha256, self.path)
+                sha256 = await anyio.to_thread.run_sync(file_sha256, self.path)
                 await self._load(self.path)
                 self._loaded, self.sha256 = version, sha256
                 logger.info("loaded LoRA adapter %s (sha256 %s)", self.path, sha256[:12])

@@ -10,7 +10,6 @@ processes. Each group says which adapter sampled it (``group_overrides.lora_adap
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -20,14 +19,11 @@ import anyio
 import anyio.to_thread
 import httpx
 from hermes_atropos_env.trainer import pull_batch, register_trainer
+from hermes_atropos_env.wiring import file_sha256
 from hermes_protocols import BackendError
 
 from hermes_trainer.samples import from_atropos_group
 from hermes_trainer.source import Collected, Weights
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @contextmanager

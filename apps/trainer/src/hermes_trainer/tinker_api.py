@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 import attrs
 import numpy as np
 import tinker
@@ -224,7 +225,9 @@ class TinkerRun:
 async def open_tinker(spec: TinkerSpec, *, rank: int, seed: int) -> AsyncIterator[TinkerRun]:
     """Connect to the server and create the LoRA training client (attention and MLP, as the
     local learner); the clients are closed on exit."""
-    service = service_client(spec)
+    # the client opens its server session with a blocking request
+    with anyio.fail_after(spec.timeout_s), tinker_errors("create_session"):
+        service = await anyio.to_thread.run_sync(service_client, spec, abandon_on_cancel=True)
     try:
         with anyio.fail_after(spec.timeout_s), tinker_errors("create_lora_training_client"):
             training = await service.create_lora_training_client_async(
