@@ -6,8 +6,8 @@
 #                                                   tokenizer, converted from the workspace's GGUF
 # Idempotent: a marker written last (holding the requirements' hash) makes a second run skip.
 # torch must be the CPU wheel (PyPI's torch pulls GBs of CUDA): it comes from a local wheel
-# directory, $HERMES_RL_WHEELS or /opt/wheels.
-# Usage: .ci/skyrl-tx.sh     (after `uv sync`: the GGUF is read from the workspace environment)
+# directory, the first argument or /opt/wheels.
+# Usage: .ci/skyrl-tx.sh [WHEEL_DIR]    (after `uv sync`: the GGUF is read from the workspace environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +18,7 @@ cache="${HOME}/.cache/hermes-rl/skyrl-tx-${version}"
 venv="${cache}/venv"
 model="${cache}/smollm2-135m"
 marker="${cache}/complete"
-wheels="${HERMES_RL_WHEELS:-/opt/wheels}"
+wheels="${1:-/opt/wheels}"
 stamp="$(sha256sum "$requirements" | cut -d' ' -f1) convert-v1"
 
 if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]]; then
@@ -37,16 +37,13 @@ skyrl-tx.sh: no torch ${torch_version} wheel for Python 3.11 in ${wheels}.
   Put torch-${torch_version}-cp311-cp311-manylinux_2_28_x86_64.whl into ${wheels}, e.g.
     pip download --no-deps --python-version 3.11 --only-binary=:all: -d ${wheels} \\
         torch==${torch_version} --index-url https://download.pytorch.org/whl/cpu
-  or point HERMES_RL_WHEELS at a directory that has it, then run .ci/skyrl-tx.sh again.
+  or pass a directory that has it: .ci/skyrl-tx.sh DIR
 EOF
     exit 1
 fi
 
-gguf="${HERMES_RL_SMOLLM2_GGUF:-}"
-if [[ -z "$gguf" ]]; then
-    gguf="$(uv run --frozen --no-sync python -c \
-        'from hermes_loop.embedded.model_file import default_model_path; print(default_model_path())')"
-fi
+gguf="$(uv run --frozen --no-sync python -c \
+    'from hermes_loop.embedded.model_file import default_model_path; print(default_model_path())')"
 if [[ ! -f "$gguf" ]]; then
     echo "skyrl-tx.sh: SmolLM2 GGUF not found (${gguf}); run uv sync first" >&2
     exit 1
