@@ -1,0 +1,321 @@
+"""Issue 24 findings 1-6 on real Docker containers: each attack of the audit, reproduced.
+
+Every test uses its own pool name and removes what it made; they skip with the reason when no
+daemon answers or the offline base image of ``.ci/docker.sh`` is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from types import ModuleType
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+from hermes_protocols import SandboxError, WorkspaceEscape
+from hermes_sandbox import PoolConfig, SandboxPool
+from hermes_sandbox.backends.docker import POOL_LABEL, DockerBackend, DockerConfig
+
+
+def _cases() -> ModuleType:
+    path = Path(__file__).with_name("test_server_cluster_cases.py")
+    spec = importlib.util.spec_from_file_location("hermes_docker_hardening_cases", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CASES = _cases()
+DOCKER_BASE_IMAGE: str = _CASES.DOCKER_BASE_IMAGE
+NO_DOCKER: str | None = _CASES._docker_skip()
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.slow,
+    pytest.mark.skipif(NO_DOCKER is not None, reason=str(NO_DOCKER)),
+]
+
+
+def _name(what: str) -> str:
+    return f"c2{what}-{uuid.uuid4().hex[:6]}"
+
+
+def _containers(pool_name: str, *, running_only: bool = False) -> list[str]:
+    args = ["docker", "ps", "-q", "--filter", f"label={POOL_LABEL}={pool_name}"]
+    if not running_only:
+        args.insert(2, "-a")
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout.split()
+
+
+def _pool(name: str, **config: object) -> SandboxPool:
+    backend = DockerBackend(DockerConfig(image=DOCKER_BASE_IMAGE, **config))  # type: ignore[arg-type]
+    return SandboxPool(backend, PoolConfig(name=name, slots_per_host=1, max_hosts=1))
+
+
+# --- 1. downloads bring no symlink, special file or setuid bit onto the host ------------------
+
+
+async def test_download_refuses_symlinks_and_special_files_and_strips_setuid(
+    tmp_path: Path,
+) -> None:
+    name = _name("dl")
+    async with _pool(name) as pool:
+        slot = await pool.acquire("t")
+        made = await slot.exec(
+            "ln -s /etc/hostname link && mkfifo fifo && printf payload > suid && chmod 4755 suid"
+            " && chmod 2755 suid && ls -l suid",
+            timeout=30,
+        )
+        assert made.ok, made.stderr
+        for path in ("link", "fifo"):
+            target = tmp_path / path
+            with pytest.raises((WorkspaceEscape, OSError, SandboxError)):
+                await slot.download(path, str(target))  # type: ignore[attr-defined]
+            assert not target.is_symlink()
+            assert not target.exists() or target.is_file()
+        target = tmp_path / "suid"
+        await slot.download("suid", str(target))  # type: ignore[attr-defined]
+        info = target.lstat()
+        assert target.read_bytes() == b"payload"
+        assert not target.is_symlink()
+        assert info.st_mode & 0o7000 == 0, oct(info.st_mode)
+        await pool.release(slot)
+
+
+_SWAPPER = (
+    "printf data > real; while :; do ln -sfn /etc/shadow result.txt; "
+    "cp real result.tmp; mv -f result.tmp result.txt; done"
+)
+
+
+async def test_download_during_a_symlink_swap_race_never_lands_a_symlink(
+    tmp_path: Path,
+) -> None:
+    name = _name("race")
+    outcomes = {"file": 0, "refused": 0}
+    async with _pool(name) as pool:
+        slot = await pool.acquire("t")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: slot.exec(_SWAPPER, timeout=120))
+            await anyio.sleep(1)
+            for i in range(150):
+                target = tmp_path / f"result-{i}"
+                try:
+                    await slot.download("result.txt", str(target))  # type: ignore[attr-defined]
+                except (WorkspaceEscape, OSError, SandboxError):
+                    outcomes["refused"] += 1
+                    assert not target.is_symlink()
+                    continue
+                assert not target.is_symlink(), f"download {i} is a host symlink"
+                assert target.read_bytes() == b"data"
+                outcomes["file"] += 1
+            tg.cancel_scope.cancel()
+        await pool.release(slot)
+    assert outcomes["file"] > 0, outcomes
+
+
+# --- 2. output is streamed with a bound -----------------------------------------------------
+
+
+async def test_huge_output_is_streamed_with_a_bound() -> None:
+    name = _name("out")
+    me = psutil.Process()
+    peak = [me.memory_info().rss]
+
+    async def sample(stop: anyio.Event) -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            await anyio.sleep(0.01)
+
+    async with _pool(name) as pool:
+        slot = await pool.acquire("t")
+        await slot.exec("true", timeout=30)
+        before = me.memory_info().rss
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample, stop)
+            result = await slot.exec("head -c 400000000 /dev/zero; echo TAIL", timeout=300)
+            stop.set()
+        await pool.release(slot)
+    assert result.ok, result.stderr
+    assert result.truncated
+    assert result.stdout.endswith("TAIL\n")
+    grown = (peak[0] - before) / (1 << 20)
+    assert grown < 100, f"RSS grew by {grown:.0f} MiB for 400 MB of output"
+
+
+# --- 3. a non-root user; a reset leaves nothing of the last trajectory ----------------------
+
+_TOKEN = f"{random.randint(10_000, 99_999)}.{random.randint(100, 999)}"
+
+
+async def test_commands_run_as_a_non_root_user_with_no_capabilities() -> None:
+    async with _pool(_name("user")) as pool:
+        slot = await pool.acquire("t")
+        ident = await slot.exec("id -u; grep CapEff /proc/self/status", timeout=30)
+        uid, caps = ident.stdout.split("\n")[:2]
+        assert uid != "0"
+        assert caps.split()[-1] == "0000000000000000"
+        await pool.release(slot)
+
+
+async def test_the_next_trajectory_finds_nothing_of_the_last_one() -> None:
+    plant = (
+        "printf '#!/bin/sh\\necho PLANTED\\n' > /usr/local/bin/ls; chmod +x /usr/local/bin/ls; "
+        "echo stale > /tmp/stale; "
+        f"setsid env -i sleep {_TOKEN} </dev/null >/dev/null 2>&1 & echo started"
+    )
+    async with _pool(_name("reset")) as pool:
+        first = await pool.acquire("first")
+        planted = await first.exec(plant, timeout=30)
+        assert planted.stdout.endswith("started\n")
+        await pool.release(first)
+        second = await pool.acquire("second")
+        listed = await second.exec("ls /; cat /tmp/stale", timeout=30)
+        assert "PLANTED" not in listed.stdout
+        assert "stale" not in listed.stdout
+        procs = await second.exec("ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline", timeout=30)
+        assert _TOKEN not in procs.stdout
+        await pool.release(second)
+    assert not _host_processes(_TOKEN)
+
+
+def _host_processes(token: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(token in part for part in proc.info["cmdline"] or []):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+# --- 4. a pool never removes another live pool's containers ---------------------------------
+
+
+async def test_a_second_pool_of_the_same_name_leaves_a_live_pool_alone() -> None:
+    name = _name("twin")
+    async with _pool(name) as first:
+        slot = await first.acquire("t")
+        assert (await slot.exec("echo one", timeout=30)).stdout == "one\n"
+        async with _pool(name) as second:
+            assert second.orphans_removed == 0
+            other = await second.acquire("u")
+            assert (await other.exec("echo two", timeout=30)).stdout == "two\n"
+            await second.release(other)
+        still = await slot.exec("echo still", timeout=30)
+        assert still.stdout == "still\n"
+        await first.release(slot)
+    assert _containers(name) == []
+
+
+async def test_a_vanished_container_is_a_sandbox_error_not_an_exit_code() -> None:
+    name = _name("gone")
+    async with _pool(name) as pool:
+        slot = await pool.acquire("t")
+        assert (await slot.exec("true", timeout=30)).ok
+        for container in _containers(name):
+            subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=True)
+        with pytest.raises(SandboxError):
+            await slot.exec("echo hi", timeout=30)
+        await pool.release(slot)
+    assert _containers(name) == []
+
+
+# --- 5. a disk limit, and a lifetime for orphans --------------------------------------------
+
+
+def _free_bytes() -> int:
+    info = os.statvfs("/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/")
+    return info.f_bavail * info.f_frsize
+
+
+async def test_a_huge_write_stops_at_the_disk_limit() -> None:
+    async with _pool(_name("disk")) as pool:
+        slot = await pool.acquire("t")
+        free = _free_bytes()
+        for where in ("big", "/tmp/big"):
+            filled = await slot.exec(
+                f"dd if=/dev/zero of={where} bs=1M count=3000 2>&1; ls -l {where}", timeout=300
+            )
+            assert "No space left on device" in filled.stdout, filled.stdout[-500:]
+            size = int(filled.stdout.split()[-5])
+            assert size <= 2 << 30, f"{where}: {size} bytes written"
+            assert free - _free_bytes() < 256 << 20, "the host disk filled"
+            await slot.exec(f"rm -f {where}", timeout=30)
+        await pool.release(slot)
+
+
+_KILLED_POOL = """
+import anyio, sys
+from hermes_sandbox import PoolConfig, SandboxPool
+from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
+
+async def main():
+    backend = DockerBackend(DockerConfig(image=sys.argv[1]))
+    async with SandboxPool(backend, PoolConfig(name=sys.argv[2], min_hosts=1)) as pool:
+        slot = await pool.acquire("t")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: slot.exec("sha256sum /dev/zero", timeout=3600))
+            await anyio.sleep(1)
+            print("ready", flush=True)
+            await anyio.sleep(3600)
+
+anyio.run(main)
+"""
+
+
+async def test_orphaned_containers_end_by_themselves_after_the_pool_is_killed() -> None:
+    name = _name("orphan")
+    child = await anyio.open_process(
+        [sys.executable, "-c", _KILLED_POOL, DOCKER_BASE_IMAGE, name], stderr=None
+    )
+    try:
+        assert child.stdout is not None
+        with anyio.fail_after(120):
+            line = await child.stdout.receive()
+        assert line.startswith(b"ready")
+        assert _containers(name, running_only=True)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        with anyio.fail_after(10):
+            await child.wait()
+        await child.aclose()
+    deadline = time.monotonic() + 60
+    while _containers(name, running_only=True) and time.monotonic() < deadline:
+        await anyio.sleep(0.5)
+    left = _containers(name, running_only=True)
+    for container in _containers(name):  # whatever the assertion says, leave nothing
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+    assert left == [], "containers of a killed pool still run after 60 s"
+
+
+# --- 6. timeouts are reported as timeouts ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["trap '' TERM; while :; do sleep 0.1; done", "f() { f | f & }; f"],
+    ids=["ignores-sigterm", "fork-bomb"],
+)
+async def test_timeouts_are_reported_whatever_the_command_does(command: str) -> None:
+    async with _pool(_name("tmo")) as pool:
+        slot = await pool.acquire("t")
+        started = time.monotonic()
+        result = await slot.exec(command, timeout=2)
+        assert (result.exit_code, result.timed_out) == (124, True), result
+        assert time.monotonic() - started < 30
+        after = await slot.exec("echo alive", timeout=30)
+        assert after.stdout == "alive\n"
+        await pool.release(slot)
+
