@@ -66,8 +66,9 @@ async def test_a_terminal_bench_task_in_its_own_image(tmp_path: Path) -> None:
     name = f"tb-{uuid.uuid4().hex[:6]}"
     await anyio.to_thread.run_sync(_build_task_image, env.task(item), tmp_path, tag)
     try:
-        # Each trajectory needs the image as built (/app is outside the slot workspace).
-        backend = DockerBackend(DockerConfig(image=tag, fresh_container_on_reset=True))
+        # The task runs as root in /app (outside the workspace): a writable image, which a
+        # reset replaces by a fresh container (the next trajectory sees the image as built).
+        backend = DockerBackend(DockerConfig(image=tag, run_as_root=True, read_only_rootfs=False))
         async with SandboxPool(backend, PoolConfig(name=name, slots_per_host=1)) as pool:
             runner = envs.RolloutRunner(
                 env, pool, OracleAgent(env.oracle_solution(item)), [terminal_toolset()]

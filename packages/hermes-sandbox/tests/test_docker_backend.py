@@ -10,14 +10,16 @@ import anyio
 import pytest
 from hermes_protocols import SandboxError
 from hermes_sandbox import HostSpec, PoolConfig, SandboxPool
+from hermes_sandbox.backends._host_dirs import owner_token
 from hermes_sandbox.backends.docker import (
     HOST_LABEL,
+    OWNER_LABEL,
     POOL_LABEL,
     DockerBackend,
     DockerConfig,
     docker_available,
-    run_argv,
 )
+from hermes_sandbox.backends.docker_config import run_argv
 from hermes_sandbox.file_window import FileTooLarge
 
 SPEC = HostSpec(pool_name="dk", host_id="dk--h0", slots=2)
@@ -50,20 +52,39 @@ def _containers(pool_name: str) -> list[str]:
     return listing.stdout.split()
 
 
+def _argv(config: DockerConfig, *, storage_opt: bool = False) -> list[str]:
+    return run_argv(
+        config,
+        name="dk--h0-0-abc",
+        labels={POOL_LABEL: "dk", HOST_LABEL: "dk--h0"},
+        user=(65532, 65532),
+        workspace_dir="/srv/ws/0",
+        storage_opt=storage_opt,
+        main=["main"],
+    )
+
+
 def test_run_argv_isolates_limits_and_labels() -> None:
-    argv = run_argv(DockerConfig(image="img:1", memory_mb=512, cpus=0.5, pids_limit=64), SPEC)
+    argv = _argv(DockerConfig(image="img:1", memory_mb=512, cpus=0.5, pids_limit=64, disk_mb=300))
     joined = " ".join(argv)
-    assert argv[:3] == ["docker", "run", "-d"]
+    assert argv[:5] == ["docker", "run", "-i", "--rm", "--name"]
+    assert "--user 65532:65532" in joined
     assert f"--label {POOL_LABEL}=dk" in joined
     assert f"--label {HOST_LABEL}=dk--h0" in joined
     assert "--network none" in joined
-    assert "--memory 512m" in joined
+    assert "--memory 512m --memory-swap 512m" in joined
     assert "--cpus 0.5" in joined
     assert "--pids-limit 64" in joined
-    assert "--cap-drop ALL" in joined
-    assert argv[-3:] == ["img:1", "sleep", "infinity"]
-    networked = run_argv(DockerConfig(allow_network=True), SPEC)
-    assert "--network" not in networked
+    assert "--cap-drop ALL --security-opt no-new-privileges" in joined
+    assert "--read-only" in argv
+    assert "--tmpfs /tmp:rw,exec,nosuid,nodev,mode=1777,size=300m" in joined
+    assert "--mount type=bind,source=/srv/ws/0,target=/workspace" in joined
+    assert argv[-2:] == ["img:1", "main"]
+    assert "--network" not in _argv(DockerConfig(allow_network=True))
+    writable = _argv(DockerConfig(read_only_rootfs=False, disk_mb=300), storage_opt=True)
+    assert "--read-only" not in writable
+    assert "--storage-opt size=300m" in " ".join(writable)
+    assert "--storage-opt" not in _argv(DockerConfig(read_only_rootfs=False), storage_opt=False)
 
 
 @pytest.mark.anyio
@@ -71,7 +92,8 @@ def test_run_argv_isolates_limits_and_labels() -> None:
 async def test_without_a_daemon_start_fails_with_the_reason() -> None:
     with anyio.fail_after(30), pytest.raises(SandboxError, match="Docker daemon"):
         await DockerBackend().start_host(SPEC)
-    assert await DockerBackend().sweep_orphans("dk") == 0
+    with anyio.fail_after(30), pytest.raises(SandboxError, match="Docker daemon"):
+        await DockerBackend().sweep_orphans("dk")
 
 
 @pytest.mark.anyio
@@ -115,9 +137,17 @@ anyio.run(main)
 """
 
 
+def _plant(owner: str) -> str:
+    """A container labelled as one of pool ``dk-orphan``'s, owned by ``owner``."""
+    labels = [f"--label={POOL_LABEL}=dk-orphan", f"--label={OWNER_LABEL}={owner}"]
+    argv = ["docker", "run", "-d", "--rm", "--network", "none", *labels, BASE_IMAGE]
+    done = subprocess.run([*argv, "sleep", "600"], capture_output=True, text=True, check=True)
+    return done.stdout.strip()[:12]
+
+
 @pytest.mark.anyio
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
-async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
+async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
     child = await anyio.open_process([sys.executable, "-c", _KILLED_POOL, BASE_IMAGE], stderr=None)
     try:
         assert child.stdout is not None
@@ -129,11 +159,16 @@ async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
         with anyio.fail_after(10):
             await child.wait()
         await child.aclose()
-    left = await anyio.to_thread.run_sync(_containers, "dk-orphan")
-    assert len(left) == 1  # the killed run's container is still there
-    backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
-    async with SandboxPool(backend, PoolConfig(name="dk-orphan")) as pool:
-        assert pool.orphans_removed == 1
+    dead = await anyio.to_thread.run_sync(_plant, "1:0")  # pid 1 never started at tick 0
+    live = await anyio.to_thread.run_sync(_plant, owner_token())
+    try:
+        backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
+        async with SandboxPool(backend, PoolConfig(name="dk-orphan")) as pool:
+            assert pool.orphans_removed == 1  # the killed run's workspaces (and `dead`)
+        left = await anyio.to_thread.run_sync(_containers, "dk-orphan")
+        assert [c[:12] for c in left] == [live]
+    finally:
+        await anyio.run_process(["docker", "rm", "-f", dead, live], check=False)
     assert await anyio.to_thread.run_sync(_containers, "dk-orphan") == []
 
 
@@ -146,6 +181,6 @@ async def test_bounded_reads_and_cleanup_of_pools() -> None:
         assert (await slot.exec("truncate -s 2G big", timeout=30)).ok
         with pytest.raises(FileTooLarge, match=r"2048\.0 MiB"):
             await slot.read_file("big")
-        assert len(await anyio.to_thread.run_sync(_containers, "dk-clean")) == 1
+        assert len(await anyio.to_thread.run_sync(_containers, "dk-clean")) == 2  # one per slot
         await pool.release(slot)
     assert await anyio.to_thread.run_sync(_containers, "dk-clean") == []

@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 import uuid
-from types import ModuleType
 from pathlib import Path
+from types import ModuleType
 
 import anyio
 import psutil
@@ -54,6 +54,10 @@ def _containers(pool_name: str, *, running_only: bool = False) -> list[str]:
     if not running_only:
         args.insert(2, "-a")
     return subprocess.run(args, capture_output=True, text=True, check=True).stdout.split()
+
+
+async def _remove(*containers: str) -> None:
+    await anyio.run_process(["docker", "rm", "-f", *containers], check=False)
 
 
 def _pool(name: str, **config: object) -> SandboxPool:
@@ -168,22 +172,30 @@ async def test_commands_run_as_a_non_root_user_with_no_capabilities() -> None:
         await pool.release(slot)
 
 
-async def test_the_next_trajectory_finds_nothing_of_the_last_one() -> None:
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"run_as_root": True, "read_only_rootfs": False}],
+    ids=["restored-in-place", "fresh-container"],
+)
+async def test_the_next_trajectory_finds_nothing_of_the_last_one(config: dict[str, bool]) -> None:
     plant = (
         "printf '#!/bin/sh\\necho PLANTED\\n' > /usr/local/bin/ls; chmod +x /usr/local/bin/ls; "
-        "echo stale > /tmp/stale; "
-        f"setsid env -i sleep {_TOKEN} </dev/null >/dev/null 2>&1 & echo started"
+        "echo stale > /tmp/stale; echo stale > /dev/shm/stale; ipcmk -M 4096 >/dev/null; "
+        # time to leave the group and drop the marker before the command's shell exits
+        f"setsid env -i sleep {_TOKEN} </dev/null >/dev/null 2>&1 & sleep 0.5; echo started"
     )
-    async with _pool(_name("reset")) as pool:
+    async with _pool(_name("reset"), **config) as pool:
         first = await pool.acquire("first")
         planted = await first.exec(plant, timeout=30)
         assert planted.stdout.endswith("started\n")
         await pool.release(first)
         second = await pool.acquire("second")
-        listed = await second.exec("ls /; cat /tmp/stale", timeout=30)
+        listed = await second.exec("ls /; cat /tmp/stale /dev/shm/stale; ls -A", timeout=30)
         assert "PLANTED" not in listed.stdout
         assert "stale" not in listed.stdout
-        procs = await second.exec("ps -eo args 2>/dev/null || cat /proc/[0-9]*/cmdline", timeout=30)
+        ipc = await second.exec("ipcs -m | awk 'NR > 3 && NF' | wc -l", timeout=30)
+        assert ipc.stdout.strip() == "0", ipc
+        procs = await second.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '", timeout=30)
         assert _TOKEN not in procs.stdout
         await pool.release(second)
     assert not _host_processes(_TOKEN)
@@ -224,8 +236,7 @@ async def test_a_vanished_container_is_a_sandbox_error_not_an_exit_code() -> Non
     async with _pool(name) as pool:
         slot = await pool.acquire("t")
         assert (await slot.exec("true", timeout=30)).ok
-        for container in _containers(name):
-            subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=True)
+        await _remove(*_containers(name))
         with pytest.raises(SandboxError):
             await slot.exec("echo hi", timeout=30)
         await pool.release(slot)
@@ -291,12 +302,13 @@ async def test_orphaned_containers_end_by_themselves_after_the_pool_is_killed() 
         with anyio.fail_after(10):
             await child.wait()
         await child.aclose()
-    deadline = time.monotonic() + 60
-    while _containers(name, running_only=True) and time.monotonic() < deadline:
+    for _ in range(120):
+        left = _containers(name, running_only=True)
+        if not left:
+            break
         await anyio.sleep(0.5)
-    left = _containers(name, running_only=True)
-    for container in _containers(name):  # whatever the assertion says, leave nothing
-        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+    if _containers(name):  # whatever the assertion says, leave nothing
+        await _remove(*_containers(name))
     assert left == [], "containers of a killed pool still run after 60 s"
 
 
@@ -305,7 +317,7 @@ async def test_orphaned_containers_end_by_themselves_after_the_pool_is_killed() 
 
 @pytest.mark.parametrize(
     "command",
-    ["trap '' TERM; while :; do sleep 0.1; done", "f() { f | f & }; f"],
+    ["trap '' TERM; while :; do sleep 0.1; done", "f() { f | f; }; f"],
     ids=["ignores-sigterm", "fork-bomb"],
 )
 async def test_timeouts_are_reported_whatever_the_command_does(command: str) -> None:
@@ -318,4 +330,3 @@ async def test_timeouts_are_reported_whatever_the_command_does(command: str) -> 
         after = await slot.exec("echo alive", timeout=30)
         assert after.stdout == "alive\n"
         await pool.release(slot)
-

@@ -20,7 +20,7 @@ CLUSTER_API = {
     "RemoteHost": "hermes_sandbox.backends.remote",
     "RemoteSlot": "hermes_sandbox.backends.remote",
     "DockerBackend": "hermes_sandbox.backends.docker",
-    "DockerConfig": "hermes_sandbox.backends.docker",
+    "DockerConfig": "hermes_sandbox.backends.docker_config",
     "ModalBackend": "hermes_sandbox.backends.modal",
     "ModalConfig": "hermes_sandbox.backends.modal_config",
     "ModalAuthError": "hermes_sandbox.backends.modal_sdk",

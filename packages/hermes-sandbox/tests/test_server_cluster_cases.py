@@ -195,7 +195,7 @@ DOCKER_BASE_IMAGE = "hermes-sandbox-base:bookworm-minbase"
 
 @contextlib.asynccontextmanager
 async def docker(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
-    yield DockerBackend(DockerConfig(image=DOCKER_BASE_IMAGE))
+    yield DockerBackend(DockerConfig(image=DOCKER_BASE_IMAGE, root_dir=str(root)))
 
 
 def _docker_skip() -> str | None:
@@ -217,7 +217,7 @@ def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
         "remote-server": case(remote_servers, isolated=True, unprivileged=True, shared=True),
         "modal-fake": case(modal_fake, isolated=False, unprivileged=unprivileged_local),
         "nomad-fake": case(nomad_fake, isolated=True, unprivileged=True, shared=True),
-        "docker": case(docker, isolated=False, unprivileged=False, skip_reason=_docker_skip),
+        "docker": case(docker, isolated=True, unprivileged=True, skip_reason=_docker_skip),
     }
 
 

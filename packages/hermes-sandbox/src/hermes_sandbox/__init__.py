@@ -37,7 +37,8 @@ from hermes_sandbox.tools import (
 )
 
 if TYPE_CHECKING:
-    from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
+    from hermes_sandbox.backends.docker import DockerBackend
+    from hermes_sandbox.backends.docker_config import DockerConfig
     from hermes_sandbox.backends.modal import ModalAuthError, ModalBackend, ModalConfig
     from hermes_sandbox.backends.nomad import (
         NomadBackend,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "DockerBackend": "hermes_sandbox.backends.docker",
-    "DockerConfig": "hermes_sandbox.backends.docker",
+    "DockerConfig": "hermes_sandbox.backends.docker_config",
     "ModalAuthError": "hermes_sandbox.backends.modal",
     "ModalBackend": "hermes_sandbox.backends.modal",
     "ModalConfig": "hermes_sandbox.backends.modal",

@@ -17,24 +17,31 @@ from hermes_protocols import WorkspaceEscape
 TIMEOUT_EXIT = 124
 """The exit code GNU ``timeout`` (and every backend) reports for a command that timed out."""
 
-# Runs a command under GNU timeout (its own process group, exit 124 on timeout) with a marker
-# in its environment; afterwards kills the group and every process still carrying the marker
-# (including ones that left the group with setsid), so nothing outlives the command.
+# Runs a command under GNU timeout (its own process group) with a marker in its environment;
+# afterwards kills the group and every process still carrying the marker (including ones that
+# left the group with setsid), so nothing outlives the command. GNU timeout exits 124 when the
+# command ended on SIGTERM but 137 when it had to be SIGKILLed (it ignored SIGTERM, or a fork
+# bomb kept the group busy): the wrapper reports both as 124 when the time limit had passed,
+# measured with bash's own clock (no fork needed after the command, even under a pids limit).
 EXEC_WRAPPER = r"""exec 3<&0
-HERMES_SLOT_MARK="$1" timeout -k 2 "$2" bash -c "$3" <&3 3<&- &
+t0=${EPOCHREALTIME/[.,]/}
+HERMES_SLOT_MARK="$1" timeout -k 2 "$2" bash -c "$4" <&3 3<&- &
 pid=$!
 wait "$pid"; rc=$?
+t1=${EPOCHREALTIME/[.,]/}
 kill -9 -- "-$pid" 2>/dev/null
 for f in $(grep -lzxF "HERMES_SLOT_MARK=$1" /proc/[0-9]*/environ 2>/dev/null); do
   p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null
 done
+if [ "$rc" -eq 137 ] && [ -n "$t0" ] && [ $((t1 - t0)) -ge "$3" ]; then rc=124; fi
 exit "$rc"
 """
 
 
 def exec_argv(marker: str, command: str, timeout: float) -> tuple[str, ...]:
-    """argv running ``command`` under :data:`EXEC_WRAPPER` (bash and coreutils needed)."""
-    return ("bash", "-c", EXEC_WRAPPER, "hermes-exec", marker, f"{timeout:.3f}", command)
+    """argv running ``command`` under :data:`EXEC_WRAPPER` (bash >= 5 and coreutils needed)."""
+    limit_us = str(int(timeout * 1_000_000))
+    return ("bash", "-c", EXEC_WRAPPER, "hermes-exec", marker, f"{timeout:.3f}", limit_us, command)
 
 
 def reset_script(workspace: str, marker: str) -> str:

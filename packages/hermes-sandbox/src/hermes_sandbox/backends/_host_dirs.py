@@ -37,21 +37,33 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def write_owner(host_dir: str) -> None:
+def owner_token() -> str:
+    """This process as ``<pid>:<start time>``: what hosts and containers record as owner."""
     pid = os.getpid()
+    return f"{pid}:{_start_time(pid)}"
+
+
+def token_alive(token: str) -> bool:
+    """Whether the process an :func:`owner_token` names still runs (pid reuse is detected)."""
+    pid, _, recorded = token.partition(":")
+    if not pid.isdigit() or recorded in ("", "None"):
+        return False
+    return _start_time(int(pid)) == recorded
+
+
+def write_owner(host_dir: str) -> None:
+    pid, _, start = owner_token().partition(":")
     with open(os.path.join(host_dir, OWNER_FILE), "w", encoding="utf-8") as f:
-        json.dump({"pid": pid, "start_time": _start_time(pid)}, f)
+        json.dump({"pid": int(pid), "start_time": start}, f)
 
 
 def owner_alive(host_dir: str) -> bool:
     try:
         with open(os.path.join(host_dir, OWNER_FILE), encoding="utf-8") as f:
             owner = json.load(f)
-        pid = int(owner["pid"])
+        return token_alive(f"{int(owner['pid'])}:{owner.get('start_time')}")
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    recorded = owner.get("start_time")
-    return recorded is not None and _start_time(pid) == recorded
 
 
 def empty_dir(path: str, owner: tuple[int, int] | None, size_bytes: int | None = None) -> bool:
@@ -66,6 +78,19 @@ def empty_dir(path: str, owner: tuple[int, int] | None, size_bytes: int | None =
     if owner is not None:
         os.chown(path, *owner)
     return size_bytes is not None and mount_workspace(path, size_bytes, owner)
+
+
+def clear_dir(path: str, owner: tuple[int, int] | None) -> None:
+    """Empty ``path`` in place (it stays the same directory or mount point, e.g. one a
+    container binds): every entry removed, mode 0700, owned by ``owner``, no user xattrs."""
+    os.chmod(path, 0o700)
+    if owner is not None:
+        os.chown(path, *owner)
+    for name in os.listxattr(path):
+        with contextlib.suppress(OSError):
+            os.removexattr(path, name)
+    for name in os.listdir(path):
+        remove_tree(os.path.join(path, name))
 
 
 def can_mount_workspaces(scratch: str) -> bool:

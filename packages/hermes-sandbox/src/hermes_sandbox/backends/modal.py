@@ -193,9 +193,9 @@ class ModalHost:
         duration = time.monotonic() - started
         if code < 0:  # killed by signal N: report 128 + N, as a shell does
             code = 128 - code
-        timed_out = code == TIMEOUT_EXIT or (code == 137 and duration >= timeout)
+        timed_out = code == TIMEOUT_EXIT
         return ExecResult(
-            exit_code=TIMEOUT_EXIT if timed_out else code,
+            exit_code=code,
             stdout=out.render(),
             stderr=err.render(),
             timed_out=timed_out,
