@@ -109,12 +109,12 @@ def _cgroups(root: Path) -> list[str]:
     ]
 
 
-def _mounts() -> list[str]:
-    """Mount points, except the session's shared cluster's (its servers mount slot tmpfs
-    workspaces whenever they start hosts; it checks its own cleanup at session end)."""
-    shared = f"{SCRATCH_PARENT}/shared-"
+def _mounts(root: Path) -> list[str]:
+    """Mount points under ``root``, the test's own scratch directory (where its sandboxes
+    mount; other work on this shared machine, e.g. docker's netns mounts or other test runs,
+    is not the test's)."""
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        return sorted(p for p in (line.split()[4] for line in f) if not p.startswith(shared))
+        return sorted(p for p in (line.split()[4] for line in f) if p.startswith(f"{root}/"))
 
 
 T = TypeVar("T")
@@ -156,14 +156,13 @@ def sandbox_root() -> Iterator[Path]:
     SCRATCH_PARENT.chmod(0o755)
     root = SCRATCH_PARENT / uuid.uuid4().hex[:10]
     root.mkdir(mode=0o755)
-    mounts = _mounts()
     children = {p.pid for p in psutil.Process().children(recursive=True)}
     yield root
     try:
         # .bin holds the reachable bwrap copy and the seccomp program: a cache, kept on purpose.
         left = sorted(p.name for p in root.iterdir() if p.name != ".bin")
         assert left == [], f"directories left behind: {left}"
-        added = _settled(lambda: sorted(set(_mounts()) - set(mounts)))
+        added = _settled(lambda: _mounts(root))
         assert added == [], f"mounts left behind: {added}"
         assert _cgroups(root) == [], f"cgroups left behind: {_cgroups(root)}"
         alive = _settled(lambda: _live_children(children))

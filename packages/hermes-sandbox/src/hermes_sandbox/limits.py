@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+
 import attrs
 
 
@@ -27,6 +29,17 @@ class ResourceLimits:
     slot_memory_bytes: int | None = 8 << 30
     slot_processes: int | None = 1024
     disk_bytes: int | None = 2 << 30
+
+    def rlimits(self) -> tuple[tuple[int, int], ...]:
+        """``(resource, value)`` pairs (soft = hard) for the command executor."""
+        pairs = (
+            (resource.RLIMIT_AS, self.memory_bytes),
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_NPROC, self.max_processes),
+            (resource.RLIMIT_FSIZE, self.file_size_bytes),
+            (resource.RLIMIT_NOFILE, self.open_files),
+        )
+        return tuple((res, value) for res, value in pairs if value is not None)
 
     def ulimit_prologue(self) -> str:
         """A shell line applying the limits (empty when nothing is limited)."""

@@ -2,7 +2,8 @@
 
 ``<root>/<host_id>/owner.json`` records the process that owns the host (pid + start time), so
 an orphan sweep removes hosts of *dead* runs of the same pool and never a live pool's hosts.
-``<root>/<host_id>/slots/<i>`` are the slot workspaces.
+``<root>/<host_id>/slots/<i>`` are the slot directories (a size-limited tmpfs where hermes may
+mount), each holding ``workspace`` and, for bwrap, the slot's ``tmp`` and ``shm``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import logging
 import os
 import signal
+from collections.abc import Sequence
 
 from hermes_sandbox.backends._removal import remove_tree
 from hermes_sandbox.backends._workspace_fs import mount_workspace, unmount_beneath
@@ -54,18 +56,42 @@ def owner_alive(host_dir: str) -> bool:
     return recorded is not None and _start_time(pid) == recorded
 
 
-def empty_dir(path: str, owner: tuple[int, int] | None, size_bytes: int | None = None) -> bool:
-    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch).
+WORKSPACE_DIR = "workspace"
+SCRATCH_DIRS = ("tmp", "shm")
+"""Inside a slot directory: the workspace, and (bwrap) the slot's ``/tmp`` and ``/dev/shm``."""
 
-    With ``size_bytes`` a tmpfs of that size is mounted on it where this process may mount;
-    returns whether it was.
+
+def slot_subdirs(scratch: bool) -> list[tuple[str, int]]:
+    """``(name, mode)`` of what a slot directory holds: the workspace (0700), and with
+    ``scratch`` the world-writable sticky ``tmp`` and ``shm``."""
+    return [(WORKSPACE_DIR, 0o700), *((name, 0o1777) for name in SCRATCH_DIRS if scratch)]
+
+
+def empty_dir(
+    path: str,
+    owner: tuple[int, int] | None,
+    size_bytes: int | None = None,
+    subdirs: Sequence[tuple[str, int]] = (),
+) -> bool:
+    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch), holding
+    the empty ``subdirs`` ``(name, mode)``.
+
+    With ``size_bytes`` a tmpfs of that size is mounted on it where this process may mount
+    (so everything in it, subdirectories included, shares that size); returns whether it was.
     """
     unmount_beneath(path)
     remove_tree(path)
     os.makedirs(path, mode=0o700)
     if owner is not None:
         os.chown(path, *owner)
-    return size_bytes is not None and mount_workspace(path, size_bytes, owner)
+    mounted = size_bytes is not None and mount_workspace(path, size_bytes, owner)
+    for name, mode in subdirs:
+        sub = os.path.join(path, name)
+        os.mkdir(sub)
+        os.chmod(sub, mode)
+        if owner is not None:
+            os.chown(sub, *owner)
+    return mounted
 
 
 def can_mount_workspaces(scratch: str) -> bool:

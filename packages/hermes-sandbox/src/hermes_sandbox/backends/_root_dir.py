@@ -107,6 +107,15 @@ def _copy_readable(source: str, target: str) -> None:
     os.replace(partial, target)
 
 
+def reachable_copy(path: str, directory: str) -> str:
+    """A world-readable copy of the executable ``path`` in ``directory``, keyed by its digest."""
+    name = os.path.basename(path)
+    target = os.path.join(directory, f"{name}-{_digest(path)}")
+    if not os.path.isfile(target):
+        _copy_readable(path, target)
+    return target
+
+
 def reachable_binary(binary: str, root: str) -> str:
     """``binary`` itself when other users can execute it, else a copy they can (under ``root``).
 

@@ -69,9 +69,10 @@ class LocalSlot(HostFilesSlot):
         self._slot_id = f"{host_id}/{index}"
         self._cgroup = cgroup
         self._marker = f"{self._slot_id}/"
-        self._dir = directory
+        self._slot_dir = directory
+        self._dir = os.path.join(directory, _host_dirs.WORKSPACE_DIR)
         self._config = config
-        self._files = WorkspaceFiles(directory, directory, None)
+        self._files = WorkspaceFiles(self._dir, self._dir, None)
         self._running: set[int] = set()
 
     @property
@@ -118,7 +119,10 @@ class LocalSlot(HostFilesSlot):
         )
         if self._cgroup is not None and not self._running:  # no other command of the slot
             await anyio.to_thread.run_sync(self._cgroup.kill_all)
-        return await note_if_full(result, self._dir, self._config.limits.disk_bytes)
+        return await note_if_full(result, self._slot_dir, self._config.limits.disk_bytes)
+
+    async def stop(self) -> None:
+        """Nothing to stop: every command is its own process."""
 
     def kill_all(self) -> None:
         for pgid in list(self._running):
