@@ -75,8 +75,9 @@ def bwrap_argv(
     seccomp_fd: int | None = None,
     disable_userns: bool = True,
 ) -> list[str]:
-    """The full command line of one slot's sandbox: new namespaces, read-only system, one
-    writable workspace, and the agent (``hermes-exec``) as the process inside.
+    """The full command line of one slot's sandbox: new namespaces, read-only system (and
+    ``/dev``, whose tmpfs would otherwise be writable past any disk limit), one writable
+    workspace, and the agent (``hermes-exec``) as the process inside.
 
     ``scratch_dirs``: host directories bound at ``/tmp`` and ``/dev/shm`` (inside the slot's
     size-limited filesystem); without them both are tmpfs of ``scratch_bytes`` each.
@@ -111,6 +112,8 @@ def bwrap_argv(
         "--dev",
         "/dev",
         *scratch,
+        "--remount-ro",
+        "/dev",
         "--bind",
         workspace_host,
         workspace_inner,

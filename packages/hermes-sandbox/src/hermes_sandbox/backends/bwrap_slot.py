@@ -203,8 +203,8 @@ class BwrapSlot(HostFilesSlot):
             await agent.stop()
 
     def kill_all(self) -> None:
+        # Every process of the slot is in its sandbox's pid namespace, which dies with bwrap.
         if self._agent is not None:
             kill_group(self._agent.process.pid)
         if self._cgroup is not None:
             self._cgroup.kill_all()
-        _host_dirs.kill_marked(self._marker)
