@@ -23,7 +23,8 @@ from anyio.abc import TaskGroup
 from hermes_protocols import AcquireTimeout, ConfigError, PoolStats, SandboxError, Slot
 
 from hermes_sandbox.backends._host_dirs import HOST_ID_SEPARATOR
-from hermes_sandbox.backends.base import Host, HostBackend, HostSpec
+from hermes_sandbox.backends.base import Host, HostBackend, HostSpec, MachineSlotsBackend
+from hermes_sandbox.budget import MachineBudget
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class PoolConfig:
     health_interval: float = 10.0
     reset_timeout: float = 60.0
     close_timeout: float = 60.0
+    budget: MachineBudget | None = attrs.field(factory=MachineBudget)
 
     def __attrs_post_init__(self) -> None:
         if not _NAME.match(self.name) or HOST_ID_SEPARATOR in self.name:
@@ -98,6 +100,7 @@ class SandboxPool:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
+            self._fit_budget()
             self.orphans_removed = await self.backend.sweep_orphans(self.config.name)
             if self.orphans_removed:
                 logger.warning(
@@ -118,6 +121,14 @@ class SandboxPool:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
+
+    def _fit_budget(self) -> None:
+        budget = self.config.budget
+        if budget is None or not isinstance(self.backend, MachineSlotsBackend):
+            return
+        slots = self.config.max_hosts * self.config.slots_per_host
+        for note in self.backend.fit_budget(budget, slots):
+            logger.warning("pool %s: clamped %s", self.config.name, note)
 
     async def __aexit__(
         self,

@@ -31,8 +31,9 @@ from hermes_sandbox.backends.cgroups import (
     subtree_for,
     sweep_cgroups,
 )
-from hermes_sandbox.backends.directory_host import DirectoryHost, workspace_limit
+from hermes_sandbox.backends.directory_host import DirectoryHost, workspaces_mountable
 from hermes_sandbox.backends.slot_env import SlotEnv
+from hermes_sandbox.budget import MachineBudget, fit_limits
 from hermes_sandbox.executor import build_agent
 from hermes_sandbox.limits import ResourceLimits
 
@@ -93,10 +94,18 @@ class BwrapBackend:
         self._cgroup_subtree = subtree_for(self.config.root_dir)
         self._ready_lock = anyio.Lock()
         self._setup: SandboxSetup | None = None
+        self._limits = self.config.limits
 
     @property
     def name(self) -> str:
         return "bwrap"
+
+    def fit_budget(self, budget: MachineBudget, slots: int) -> list[str]:
+        """Clamp the slot limits so ``slots`` slots fit ``budget``; what changed."""
+        self._limits, notes = fit_limits(
+            self.config.limits, budget, slots, disk_in_memory=self._as_root
+        )
+        return notes
 
     def owner_of(self, host_id: str, index: int) -> tuple[int, int] | None:
         """The (uid, gid) slot ``index`` of ``host_id`` runs as; ``None`` = this process's."""
@@ -123,19 +132,19 @@ class BwrapBackend:
         agent = self._agent(bin_dir)
         os.chmod(bin_dir, 0o755)
         filters = compile_filters() if config.seccomp else (None, None)
-        workspace_bytes = workspace_limit(root, config.limits.disk_bytes)
+        mount_slots = workspaces_mountable(root, config.limits.disk_bytes)
         setup = SandboxSetup(
             binary=binary,
             binds=tuple(system_binds(config.rootfs)),
             agent=agent,
             agent_filter=filters[0],
             command_filter=filters[1],
-            limits=config.limits,
+            limits=self._limits,
             env=config.env,
             max_output_bytes=config.max_output_bytes,
             allow_network=config.allow_network,
             disable_userns=config.disable_userns,
-            workspace_bytes=workspace_bytes,
+            mount_slots=mount_slots,
         )
         probe = os.path.join(root, f"{PROBE_DIR}-{os.getpid()}")
         owner = self.owner_of(PROBE_DIR, 0)
@@ -169,17 +178,18 @@ class BwrapBackend:
             return setup
 
     async def start_host(self, spec: HostSpec) -> Host:
-        setup = await self.ensure_ready()
+        setup = attrs.evolve(await self.ensure_ready(), limits=self._limits)
 
         def make_slot(host_id: str, index: int, directory: str) -> BwrapSlot:
             owner = self.owner_of(host_id, index)
-            limits = self.config.limits
+            limits = setup.limits
             cgroup = slot_cgroup(
                 self._cgroup_subtree,
                 host_id,
                 index,
                 memory_bytes=limits.slot_memory_bytes,
                 max_pids=limits.slot_processes,
+                cpus=limits.slot_cpus,
                 owner=owner,
             )
             return BwrapSlot(host_id, index, directory, setup, owner, cgroup)
@@ -190,7 +200,7 @@ class BwrapBackend:
             make_slot,
             lambda i: self.owner_of(spec.host_id, i),
             on_remove=lambda: remove_host_cgroups(self._cgroup_subtree, spec.host_id),
-            workspace_bytes=setup.workspace_bytes,
+            workspace_bytes=setup.slot_bytes,
             scratch=True,
         )
 

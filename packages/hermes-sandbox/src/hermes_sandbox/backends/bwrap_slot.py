@@ -45,10 +45,18 @@ class SandboxSetup:
     max_output_bytes: int
     allow_network: bool
     disable_userns: bool
-    workspace_bytes: int | None
-    """Size of the tmpfs mounted on every slot directory, which then also holds the sandbox's
-    ``/tmp`` and ``/dev/shm`` (one disk limit for all three); ``None``: not mounted, and
-    ``/tmp`` and ``/dev/shm`` are tmpfs of ``limits.disk_bytes`` each."""
+    mount_slots: bool
+    """A tmpfs of ``limits.disk_bytes`` is mounted on every slot directory, which then also
+    holds the sandbox's ``/tmp`` and ``/dev/shm`` (one disk limit for all three); otherwise
+    ``/tmp`` and ``/dev/shm`` are tmpfs of ``limits.disk_bytes`` each.
+
+    The backend builds one setup and derives each host's with its (budget-fitted) ``limits``.
+    """
+
+    @property
+    def slot_bytes(self) -> int | None:
+        """The size of the tmpfs on each slot directory (``None``: none mounted)."""
+        return self.limits.disk_bytes if self.mount_slots else None
 
 
 def _pipe_with(data: bytes) -> int:
@@ -175,7 +183,7 @@ class BwrapSlot(HostFilesSlot):
             agent_args += ["--seccomp-fd", str(filter_fds[1])]
         scratch = (
             (os.path.join(self._dir, "tmp"), os.path.join(self._dir, "shm"))
-            if setup.workspace_bytes is not None
+            if setup.slot_bytes is not None
             else None
         )
         argv = bwrap_argv(

@@ -1,11 +1,12 @@
-"""Per-slot cgroups (v1 ``pids`` and ``memory`` controllers) where the hierarchy is writable.
+"""Per-slot cgroups (v1 ``pids``, ``memory`` and ``cpu`` controllers) where writable.
 
 Each slot gets ``<controller cgroup of this process>/<subtree>/<host_id>/<slot>`` with
-``pids.max`` and ``memory.limit_in_bytes`` set; its ``cgroup.procs`` is handed to the slot's
-uid so the command's wrapper shell can move itself in before starting bwrap (every process of
-the command is then counted, limited and can be killed through the cgroup, even ones that
-escaped the process group). Only cgroup v1 controllers are used; on a pure cgroup v2 machine
-(or without write access) :func:`slot_cgroup` returns ``None`` and rlimits alone apply.
+``pids.max``, ``memory.limit_in_bytes`` and a CFS quota (``cpu.cfs_quota_us`` per
+``cpu.cfs_period_us``) set; its ``cgroup.procs`` is handed to the slot's uid so the wrapper
+shell that starts the slot's sandbox (or command) can move itself in first (every process is
+then counted, limited and can be killed through the cgroup, even ones that escaped the process
+group). Only cgroup v1 controllers are used; on a pure cgroup v2 machine (or without write
+access) :func:`slot_cgroup` returns ``None`` and rlimits alone apply.
 The subtree name is derived from the backend's ``root_dir`` (:func:`subtree_for`), so runs
 with different roots never touch each other's cgroups.
 """
@@ -24,7 +25,8 @@ from hermes_sandbox.backends._host_dirs import pool_of
 logger = logging.getLogger(__name__)
 
 CGROUP_FS = "/sys/fs/cgroup"
-_CONTROLLERS = ("pids", "memory")
+_CONTROLLERS = ("pids", "memory", "cpu")
+CFS_PERIOD_US = 100_000
 
 
 def subtree_for(root_dir: str) -> str:
@@ -99,6 +101,21 @@ def _remove_cgroup(directory: str, attempts: int = 50) -> None:
     os.rmdir(directory)
 
 
+def _knobs(
+    memory_bytes: int | None, max_pids: int | None, cpus: float | None
+) -> dict[str, list[tuple[str, int]]]:
+    """``{controller: [(file, value), ...]}`` for the limits that are set."""
+    knobs: dict[str, list[tuple[str, int]]] = {}
+    if memory_bytes is not None:
+        knobs["memory"] = [("memory.limit_in_bytes", memory_bytes)]
+    if max_pids is not None:
+        knobs["pids"] = [("pids.max", max_pids)]
+    if cpus is not None:
+        quota = max(1000, round(cpus * CFS_PERIOD_US))
+        knobs["cpu"] = [("cpu.cfs_period_us", CFS_PERIOD_US), ("cpu.cfs_quota_us", quota)]
+    return knobs
+
+
 def slot_cgroup(
     subtree: str,
     host_id: str,
@@ -107,20 +124,20 @@ def slot_cgroup(
     memory_bytes: int | None,
     max_pids: int | None,
     owner: tuple[int, int] | None,
+    cpus: float | None = None,
 ) -> SlotCgroup | None:
     """Create (or reuse) the cgroups of slot ``index``; ``None`` when none can be made."""
-    wanted = {"memory": memory_bytes, "pids": max_pids}
+    wanted = _knobs(memory_bytes, max_pids, cpus)
     dirs: dict[str, str] = {}
     for controller, base in controller_bases(subtree).items():
-        limit = wanted[controller]
-        if limit is None:
+        if controller not in wanted:
             continue
         directory = os.path.join(base, host_id, str(index))
         try:
             os.makedirs(directory, exist_ok=True)
-            knob = "memory.limit_in_bytes" if controller == "memory" else "pids.max"
-            with open(os.path.join(directory, knob), "w", encoding="ascii") as f:
-                f.write(str(limit))
+            for knob, value in wanted[controller]:
+                with open(os.path.join(directory, knob), "w", encoding="ascii") as f:
+                    f.write(str(value))
             if owner is not None:
                 os.chown(os.path.join(directory, "cgroup.procs"), *owner)
         except OSError:

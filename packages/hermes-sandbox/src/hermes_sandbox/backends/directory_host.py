@@ -21,20 +21,19 @@ from hermes_sandbox.backends.base import HostSpec
 logger = logging.getLogger(__name__)
 
 
-def workspace_limit(root: str, disk_bytes: int | None) -> int | None:
-    """``disk_bytes`` when size-limited workspaces can be mounted under ``root``, else ``None``
-    (with a warning saying what is not enforced). Call in a worker thread."""
-    if disk_bytes is None:
-        return None
+def workspaces_mountable(root: str, disk_bytes: int | None) -> bool:
+    """Whether size-limited slot directories can be mounted under ``root`` (else a warning
+    says what is not enforced, when a disk limit is set). Call in a worker thread."""
     if _host_dirs.can_mount_workspaces(os.path.join(root, f".mount-probe-{os.getpid()}")):
-        return disk_bytes
-    logger.warning(
-        "hermes-sandbox: the per-slot disk limit is NOT enforced on workspaces under %s (this "
-        "process may not mount a tmpfs; run as root for it); only per-file RLIMIT_FSIZE "
-        "and bwrap's size-limited /tmp apply",
-        root,
-    )
-    return None
+        return True
+    if disk_bytes is not None:
+        logger.warning(
+            "hermes-sandbox: the per-slot disk limit is NOT enforced on workspaces under %s "
+            "(this process may not mount a tmpfs; run as root for it); only per-file "
+            "RLIMIT_FSIZE and bwrap's size-limited /tmp and /dev/shm apply",
+            root,
+        )
+    return False
 
 
 class DirectorySlot(Slot, Protocol):
