@@ -1,7 +1,7 @@
-"""On-disk layout of directory-based hosts (local, bwrap): creation, ownership, orphan sweep.
+"""On-disk layout of directory-based hosts (local, bwrap): creation, ownership, dead hosts.
 
 ``<root>/<host_id>/owner.json`` records the process that owns the host (pid + start time), so
-an orphan sweep removes hosts of *dead* runs of the same pool and never a live pool's hosts.
+a sweep removes hosts of *dead* runs (any pool name) and never a live pool's hosts.
 ``<root>/<host_id>/slots/<i>`` are the slot directories (a size-limited tmpfs where hermes may
 mount), each holding ``workspace`` and, for bwrap, the slot's ``tmp`` and ``shm``.
 """
@@ -13,10 +13,11 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import Sequence
 
 from hermes_sandbox.backends._removal import remove_tree
-from hermes_sandbox.backends._workspace_fs import mount_workspace, unmount_beneath
+from hermes_sandbox.backends._workspace_fs import mount_workspace, mounts_beneath, unmount_beneath
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,10 @@ def write_owner(host_dir: str) -> None:
     pid = os.getpid()
     with open(os.path.join(host_dir, OWNER_FILE), "w", encoding="utf-8") as f:
         json.dump({"pid": pid, "start_time": _start_time(pid)}, f)
+
+
+CREATION_GRACE_S = 60.0
+"""A host directory without an owner file yet is being created for this long."""
 
 
 def owner_alive(host_dir: str) -> bool:
@@ -103,10 +108,11 @@ def can_mount_workspaces(scratch: str) -> bool:
         remove_tree(scratch)
 
 
-def kill_marked(marker: str) -> int:
-    """SIGKILL every process whose environment has ``HERMES_SANDBOX_SLOT`` starting ``marker``."""
+def kill_marked(marker: str) -> list[int]:
+    """SIGKILL every process whose environment has ``HERMES_SANDBOX_SLOT`` starting ``marker``;
+    the pids signalled."""
     needle = f"{SLOT_MARKER_VAR}={marker}".encode()
-    killed = 0
+    killed: list[int] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
@@ -118,31 +124,35 @@ def kill_marked(marker: str) -> int:
         if any(entry.startswith(needle) for entry in env.split(b"\0")):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(name), signal.SIGKILL)
-                killed += 1
+                killed.append(int(name))
     return killed
 
 
-def sweep(root: str, pool_name: str) -> int:
-    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone.
+def host_alive(host_dir: str) -> bool:
+    """Whether ``host_dir`` belongs to a running process, or is still being created."""
+    if owner_alive(host_dir):
+        return True
+    try:
+        if os.path.lexists(os.path.join(host_dir, OWNER_FILE)):
+            return False
+        return time.time() - os.lstat(host_dir).st_mtime < CREATION_GRACE_S
+    except OSError:
+        return False
 
-    An entry that cannot be removed is logged and skipped: a previous run's leftovers never
-    stop a pool (or a sandbox server) from starting.
-    """
+
+def dead_hosts(root: str) -> list[str]:
+    """Host directories under ``root`` whose owning process is gone (any pool)."""
     if not os.path.isdir(root):
-        return 0
-    removed = 0
-    for name in sorted(os.listdir(root)):
-        host_dir = os.path.join(root, name)
-        if name.startswith(".") or pool_of(name) != pool_name:
-            continue
-        try:
-            if not os.path.isdir(host_dir) or owner_alive(host_dir):
-                continue
-            kill_marked(name + "/")
-            unmount_beneath(host_dir)
-            remove_tree(host_dir)
-        except OSError as exc:
-            logger.warning("hermes-sandbox: orphan sweep skipped %s: %s", host_dir, exc)
-            continue
-        removed += 1
-    return removed
+        return []
+    paths = [os.path.join(root, name) for name in sorted(os.listdir(root)) if name[:1] != "."]
+    return [path for path in paths if os.path.isdir(path) and not host_alive(path)]
+
+
+def remove_host(host_dir: str) -> tuple[list[int], list[str]]:
+    """Kill what still runs of a dead host, detach its mounts, remove its directory; the pids
+    killed and the mount points detached. Raises ``OSError`` when something cannot go."""
+    killed = kill_marked(os.path.basename(host_dir) + "/")
+    mounts = mounts_beneath(host_dir)
+    unmount_beneath(host_dir)
+    remove_tree(host_dir)
+    return killed, mounts

@@ -29,11 +29,11 @@ from hermes_sandbox.backends.cgroups import (
     remove_host_cgroups,
     slot_cgroup,
     subtree_for,
-    sweep_cgroups,
 )
 from hermes_sandbox.backends.directory_host import DirectoryHost, workspaces_mountable
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.budget import MachineBudget, fit_limits
+from hermes_sandbox.cleanup import hosts_removed, sweep_directories
 from hermes_sandbox.executor import build_agent
 from hermes_sandbox.limits import ResourceLimits
 
@@ -210,7 +210,5 @@ class BwrapBackend:
         return await anyio.to_thread.run_sync(self._sweep, pool_name)
 
     def _sweep(self, pool_name: str) -> int:
-        removed = _host_dirs.sweep(self.config.root_dir, pool_name)
-        root = self.config.root_dir
-        live = set(os.listdir(root)) if os.path.isdir(root) else set()
-        return max(removed, sweep_cgroups(self._cgroup_subtree, pool_name, live))
+        # Any dead pool's leftovers (not only ``pool_name``'s): see hermes_sandbox.cleanup.
+        return hosts_removed(sweep_directories([self.config.root_dir]))
