@@ -110,11 +110,11 @@ def _cgroups(root: Path) -> list[str]:
 
 
 def _mounts(root: Path) -> list[str]:
-    """Mount points below ``root`` (mounts elsewhere belong to other processes on this
-    machine: Docker's containers, the session's shared cluster, other tests' sandboxes)."""
+    """Mount points under ``root``, the test's own scratch directory (where its sandboxes
+    mount; other work on this shared machine, e.g. docker's netns mounts or other test runs,
+    is not the test's)."""
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        points = [line.split()[4] for line in f]
-    return sorted(p for p in points if p.startswith(f"{root}/"))
+        return sorted(p for p in (line.split()[4] for line in f) if p.startswith(f"{root}/"))
 
 
 T = TypeVar("T")

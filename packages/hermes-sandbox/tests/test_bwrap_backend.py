@@ -102,7 +102,7 @@ async def test_missing_rootfs_fails_the_pool_start(sandbox_root: Path) -> None:
 
 
 async def test_slot_cgroups_limit_the_whole_slot_when_available(sandbox_root: Path) -> None:
-    if set(controller_bases(subtree_for(str(sandbox_root)))) != {"pids", "memory"}:
+    if not {"pids", "memory"} <= set(controller_bases(subtree_for(str(sandbox_root)))):
         pytest.skip("cgroup v1 pids+memory controllers are not writable here")
     limits = ResourceLimits(slot_processes=25, slot_memory_bytes=96 << 20)
     backend = BwrapBackend(BwrapConfig(root_dir=str(sandbox_root), limits=limits))

@@ -1,5 +1,5 @@
-"""Issue 15 findings 3 and 5, from inside a bwrap slot: seccomp, no nested user namespaces,
-and a per-slot disk limit."""
+"""Issue 15 findings 3 and 5 and issue 24 finding 9, from inside a bwrap slot: seccomp, no
+nested user namespaces, and a per-slot disk limit."""
 
 from __future__ import annotations
 
@@ -14,8 +14,22 @@ from hermes_sandbox.tools import WriteFileTool
 
 pytestmark = pytest.mark.anyio
 
-# x86-64 numbers: bpf, keyctl, init_module, kexec_load, perf_event_open, mount.
-_SYSCALLS = {"bpf": 321, "keyctl": 250, "init_module": 175, "kexec_load": 246, "mount": 165}
+# x86-64 numbers.
+_SYSCALLS = {
+    "bpf": 321,
+    "keyctl": 250,
+    "init_module": 175,
+    "kexec_load": 246,
+    "mount": 165,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+}
+_NETLINK = (
+    'python3 -c "import socket,sys\n'
+    "try: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, int(sys.argv[1])); print('open')\n"
+    'except OSError as e: print(e.errno)" '
+)
 _CALL = (
     'python3 -c "import ctypes,sys; libc=ctypes.CDLL(None, use_errno=True); '
     'r=libc.syscall(int(sys.argv[1]),0,0,0,0,0); print(r, ctypes.get_errno())" '
@@ -46,6 +60,14 @@ async def test_seccomp_blocks_what_agents_never_need(sandbox_root: Path) -> None
         assert code == 0, err
         assert out == "-1 1", f"{name} was not refused with EPERM: {out}"
     assert filtered[-1][1].split() == ["Seccomp:", "2"]
+    # netlink: NETLINK_ROUTE (ip, getifaddrs, the resolver) stays; audit (9), sock_diag (4),
+    # netfilter (12), udev events (15) and generic (16) are refused.
+    netlink = await _run(_config(sandbox_root), *(_NETLINK + str(p) for p in (0, 9, 4, 12, 15, 16)))
+    assert [out for _, out, _ in netlink] == ["open", "1", "1", "1", "1", "1"]
+    # ptrace stays (decided): debuggers work on the command's own processes.
+    if shutil.which("strace"):
+        ((code, _, err),) = await _run(_config(sandbox_root), "strace -f -o /dev/null true")
+        assert code == 0, err
     # Without the filter the same calls reach the kernel (and fail differently, or not at all).
     plain = await _run(_config(sandbox_root, seccomp=False), _CALL + str(_SYSCALLS["bpf"]))
     assert plain[0][1] != "-1 1"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -9,12 +10,14 @@ import sys
 import anyio
 import pytest
 from hermes_protocols import SandboxError
-from hermes_sandbox import HostSpec, PoolConfig, SandboxPool
+from hermes_sandbox import HostSpec, PoolConfig, ResourceLimits, SandboxPool
 from hermes_sandbox.backends._host_dirs import owner_token
+from hermes_sandbox.backends.agent_host import SlotPaths
 from hermes_sandbox.backends.docker import (
     HOST_LABEL,
     OWNER_LABEL,
     POOL_LABEL,
+    USER_LABEL,
     DockerBackend,
     DockerConfig,
     docker_available,
@@ -57,34 +60,50 @@ def _argv(config: DockerConfig, *, storage_opt: bool = False) -> list[str]:
         config,
         name="dk--h0-0-abc",
         labels={POOL_LABEL: "dk", HOST_LABEL: "dk--h0"},
-        user=(65532, 65532),
-        workspace_dir="/srv/ws/0",
+        user=(200123, 200123),
+        paths=SlotPaths("/srv/dk--h0/slots/0", "/srv/dk--h0/ctl/0"),
+        agent="/srv/.bin/hermes-exec-1234",
+        limits=config.limits,
         storage_opt=storage_opt,
-        main=["main"],
     )
 
 
 def test_run_argv_isolates_limits_and_labels() -> None:
-    argv = _argv(DockerConfig(image="img:1", memory_mb=512, cpus=0.5, pids_limit=64, disk_mb=300))
+    limits = ResourceLimits(slot_memory_bytes=512 << 20, slot_cpus=0.5, slot_processes=64)
+    argv = _argv(DockerConfig(image="img:1", limits=limits))
     joined = " ".join(argv)
-    assert argv[:5] == ["docker", "run", "-i", "--rm", "--name"]
-    assert "--user 65532:65532" in joined
+    assert argv[:5] == ["docker", "run", "-d", "--rm", "--name"]
+    assert "--user 200123:200123" in joined
     assert f"--label {POOL_LABEL}=dk" in joined
     assert f"--label {HOST_LABEL}=dk--h0" in joined
     assert "--network none" in joined
-    assert "--memory 512m --memory-swap 512m" in joined
+    assert f"--memory {512 << 20} --memory-swap {512 << 20}" in joined
     assert "--cpus 0.5" in joined
     assert "--pids-limit 64" in joined
     assert "--cap-drop ALL --security-opt no-new-privileges" in joined
     assert "--read-only" in argv
-    assert "--tmpfs /tmp:rw,exec,nosuid,nodev,mode=1777,size=300m" in joined
-    assert "--mount type=bind,source=/srv/ws/0,target=/workspace" in joined
-    assert argv[-2:] == ["img:1", "main"]
+    bind = "--mount type=bind,source=/srv/dk--h0/slots/0"
+    assert f"{bind}/workspace,target=/workspace" in joined
+    assert f"{bind}/tmp,target=/tmp" in joined
+    assert f"{bind}/tmp,target=/var/tmp" in joined
+    assert f"{bind}/shm,target=/dev/shm" in joined
+    assert "source=/srv/dk--h0/ctl/0,target=/.hermes/ctl,readonly" in joined
+    assert "source=/srv/.bin/hermes-exec-1234,target=/.hermes/exec,readonly" in joined
+    assert argv[-3:] == ["img:1", "--connect", "/.hermes/ctl/s"]
+    assert argv[argv.index("--entrypoint") + 1] == "/.hermes/exec"
     assert "--network" not in _argv(DockerConfig(allow_network=True))
-    writable = _argv(DockerConfig(read_only_rootfs=False, disk_mb=300), storage_opt=True)
+    disk = ResourceLimits(disk_bytes=300 << 20)
+    writable = _argv(DockerConfig(read_only_rootfs=False, limits=disk), storage_opt=True)
     assert "--read-only" not in writable
-    assert "--storage-opt size=300m" in " ".join(writable)
+    assert f"--storage-opt size={300 << 20}" in " ".join(writable)
     assert "--storage-opt" not in _argv(DockerConfig(read_only_rootfs=False), storage_opt=False)
+
+
+def test_which_configurations_restore_in_place() -> None:
+    assert DockerConfig().restores_in_place
+    assert not DockerConfig(run_as_root=True).restores_in_place
+    assert not DockerConfig(read_only_rootfs=False).restores_in_place
+    assert not DockerConfig(fresh_container_on_reset=True).restores_in_place
 
 
 @pytest.mark.anyio
@@ -139,7 +158,11 @@ anyio.run(main)
 
 def _plant(owner: str) -> str:
     """A container labelled as one of pool ``dk-orphan``'s, owned by ``owner``."""
-    labels = [f"--label={POOL_LABEL}=dk-orphan", f"--label={OWNER_LABEL}={owner}"]
+    labels = [
+        f"--label={POOL_LABEL}=dk-orphan",
+        f"--label={OWNER_LABEL}={owner}",
+        f"--label={USER_LABEL}={os.geteuid()}",
+    ]
     argv = ["docker", "run", "-d", "--rm", "--network", "none", *labels, BASE_IMAGE]
     done = subprocess.run([*argv, "sleep", "600"], capture_output=True, text=True, check=True)
     return done.stdout.strip()[:12]

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -183,14 +184,13 @@ async def test_orphans_of_a_killed_run_are_swept(sandbox_root: Path) -> None:
         await child.aclose()
     assert len(os.listdir(sandbox_root)) == 2
     backend = _local(sandbox_root)
-    async with SandboxPool(backend, PoolConfig(name="orphan-other")) as other:
-        assert other.orphans_removed == 0
-    assert len(os.listdir(sandbox_root)) == 2
-    async with SandboxPool(backend, PoolConfig(name="orphan", min_hosts=1)) as live:
+    # Any pool starting on this root removes a dead run's hosts, whatever its name (issue 24).
+    async with SandboxPool(backend, PoolConfig(name="orphan-other", min_hosts=1)) as live:
         assert live.orphans_removed == 2
         assert len(os.listdir(sandbox_root)) == 1
-        async with SandboxPool(backend, PoolConfig(name="orphan")) as second:
-            assert second.orphans_removed == 0  # the live pool's host is not an orphan
+        for name in ("orphan", "orphan-other"):
+            async with SandboxPool(backend, PoolConfig(name=name)) as second:
+                assert second.orphans_removed == 0  # a live pool's host is never an orphan
         assert len(os.listdir(sandbox_root)) == 1
     assert os.listdir(sandbox_root) == []
 
@@ -245,3 +245,39 @@ async def test_release_twice_and_after_exit(sandbox_root: Path) -> None:
 def test_config_is_validated(fields: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         PoolConfig(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+async def test_host_start_failures_back_off_and_the_error_names_them(
+    sandbox_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 24 finding 7: with the disk full the pool retried 2,030 times in 10 s, then said
+    'raise max_hosts'. Now it backs off (0.5 s doubling, jittered) and names the failure."""
+    disk = sandbox_root / "disk"
+    disk.mkdir()
+    await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=4m", "hermes-test", str(disk)])
+    try:
+        backend = LocalBackend(LocalConfig(root_dir=str(disk / "hosts")))
+        config = PoolConfig(name="full", slots_per_host=1, max_hosts=4, budget=None)
+        async with SandboxPool(backend, config) as pool:
+            first = await pool.acquire("t0")
+            filler = await anyio.run_process(
+                ["dd", "if=/dev/zero", f"of={disk}/filler", "bs=64k"], check=False
+            )
+            assert b"No space left" in filler.stderr
+            started = time.monotonic()
+            with pytest.raises(SandboxError) as caught:
+                await pool.acquire("t1", timeout=3)
+            elapsed = time.monotonic() - started
+            await pool.release(first)
+        failures = [r for r in caplog.records if "starting a host failed" in r.getMessage()]
+        assert 2 <= len(failures) <= 5, f"{len(failures)} start attempts in {elapsed:.1f}s"
+        message = str(caught.value)
+        assert not isinstance(caught.value, AcquireTimeout)
+        assert "starting a host failed" in message
+        assert "No space left on device" in message
+        assert "max_hosts" not in message
+    finally:
+        await anyio.run_process(["umount", "-l", str(disk)])
+        disk.rmdir()

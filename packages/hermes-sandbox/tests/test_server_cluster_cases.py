@@ -122,8 +122,13 @@ class SharedCluster:
         return [str(self.root / "servers" / str(i) / "hosts") for i in range(SERVERS)]
 
     def dirty_workspaces(self) -> list[str]:
-        """Slot workspaces of the shared servers that are not empty."""
-        return [str(p) for p in _slot_dirs(self.root) if any(p.iterdir())]
+        """Slot directories of the shared servers whose workspace, ``/tmp`` or ``/dev/shm``
+        is not empty (a reset recreates them empty)."""
+        return [
+            str(p)
+            for p in _slot_dirs(self.root)
+            if any(any(sub.iterdir()) for sub in p.iterdir() if sub.is_dir())
+        ]
 
     async def check_clean(self, what: str) -> None:
         dirty = await anyio.to_thread.run_sync(self.dirty_workspaces)

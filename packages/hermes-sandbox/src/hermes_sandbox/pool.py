@@ -3,13 +3,17 @@
 A host offers ``slots_per_host`` slots. The pool starts ``min_hosts`` hosts on entry, starts
 more (up to ``max_hosts``) when acquires wait, stops hosts idle longer than ``idle_timeout``,
 replaces hosts that fail their health check, and on exit (normal, error or cancellation) stops
-every host. On entry it first removes hosts a killed earlier run of the same pool name left.
+every host. On entry it first fits the slot limits to the machine (backends whose slots run
+here) and removes what killed earlier runs left. A host that fails to start is retried after
+an exponential backoff with jitter (0.5 s doubling up to ``start_backoff_cap``), never in a
+tight loop; an acquire that times out while starts fail names the start failure.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import random
 import re
 import statistics
 import time
@@ -23,11 +27,13 @@ from anyio.abc import TaskGroup
 from hermes_protocols import AcquireTimeout, ConfigError, PoolStats, SandboxError, Slot
 
 from hermes_sandbox.backends._host_dirs import HOST_ID_SEPARATOR
-from hermes_sandbox.backends.base import Host, HostBackend, HostSpec
+from hermes_sandbox.backends.base import Host, HostBackend, HostSpec, MachineSlotsBackend
+from hermes_sandbox.budget import MachineBudget
 
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.]*(-[A-Za-z0-9_.]+)*$")
+_BACKOFF_BASE_S = 0.5
 
 
 @attrs.define
@@ -52,6 +58,8 @@ class PoolConfig:
     health_interval: float = 10.0
     reset_timeout: float = 60.0
     close_timeout: float = 60.0
+    budget: MachineBudget | None = attrs.field(factory=MachineBudget)
+    start_backoff_cap: float = 30.0
 
     def __attrs_post_init__(self) -> None:
         if not _NAME.match(self.name) or HOST_ID_SEPARATOR in self.name:
@@ -62,7 +70,8 @@ class PoolConfig:
             raise ConfigError("slots_per_host must be >= 1")
         if not 0 <= self.min_hosts <= self.max_hosts or self.max_hosts < 1:
             raise ConfigError("need 0 <= min_hosts <= max_hosts and max_hosts >= 1")
-        for field in ("idle_timeout", "acquire_timeout", "health_interval", "reset_timeout"):
+        positive = ("idle_timeout", "acquire_timeout", "health_interval", "reset_timeout")
+        for field in (*positive, "start_backoff_cap"):
             if getattr(self, field) <= 0:
                 raise ConfigError(f"{field} must be positive")
 
@@ -83,6 +92,9 @@ class SandboxPool:
         self._waiting = 0
         self._changed = anyio.Event()
         self._start_error: BaseException | None = None
+        self._start_failures = 0
+        self._next_start = 0.0
+        self._retry_pending = False
         self._tg: TaskGroup | None = None
         self._closed = False
         self._acquires = 0
@@ -98,6 +110,7 @@ class SandboxPool:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
+            self._fit_budget()
             self.orphans_removed = await self.backend.sweep_orphans(self.config.name)
             if self.orphans_removed:
                 logger.warning(
@@ -118,6 +131,14 @@ class SandboxPool:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
+
+    def _fit_budget(self) -> None:
+        budget = self.config.budget
+        if budget is None or not isinstance(self.backend, MachineSlotsBackend):
+            return
+        slots = self.config.max_hosts * self.config.slots_per_host
+        for note in self.backend.fit_budget(budget, slots):
+            logger.warning("pool %s: clamped %s", self.config.name, note)
 
     async def __aexit__(
         self,
@@ -166,8 +187,7 @@ class SandboxPool:
         try:
             host = await self.backend.start_host(self._new_spec())
         except Exception as exc:
-            logger.warning("pool %s: starting a host failed: %s", self.config.name, exc)
-            self._start_error = exc
+            self._start_failed(exc)
             return
         finally:
             self._starting -= 1
@@ -177,13 +197,43 @@ class SandboxPool:
             return
         self._hosts[host.host_id] = _HostEntry(host, list(range(self.config.slots_per_host)))
         self._start_error = None
+        self._start_failures = 0
+        self._next_start = 0.0
         self._notify()
+
+    def _start_failed(self, exc: Exception) -> None:
+        self._start_error = exc
+        self._start_failures += 1
+        delay = min(
+            self.config.start_backoff_cap, _BACKOFF_BASE_S * 2 ** (self._start_failures - 1)
+        )
+        delay *= random.uniform(0.5, 1.0)  # jitter: pools failing together spread out
+        self._next_start = time.monotonic() + delay
+        logger.warning(
+            "pool %s: starting a host failed (%d in a row; next try in %.1fs): %s",
+            self.config.name,
+            self._start_failures,
+            delay,
+            exc,
+        )
+
+    async def _retry_after_backoff(self) -> None:
+        try:
+            await anyio.sleep(max(0.0, self._next_start - time.monotonic()))
+        finally:
+            self._retry_pending = False
+        self._maybe_grow()
 
     def _free_slots(self) -> int:
         return sum(len(entry.free) for entry in self._hosts.values())
 
     def _maybe_grow(self) -> None:
         if self._tg is None or self._closed:
+            return
+        if time.monotonic() < self._next_start:  # backing off after a failed start
+            if not self._retry_pending and self._waiting:
+                self._retry_pending = True
+                self._tg.start_soon(self._retry_after_backoff)
             return
         pending = self._starting * self.config.slots_per_host
         missing = self._waiting - self._free_slots() - pending
@@ -222,9 +272,10 @@ class SandboxPool:
                 idle = not entry.leased and now - entry.idle_since > self.config.idle_timeout
                 if idle and len(self._hosts) + self._starting > self.config.min_hosts:
                     self._remove_host(host_id, "idle")
-            for _ in range(self.config.min_hosts - len(self._hosts) - self._starting):
-                assert self._tg is not None
-                self._launch(self._tg)
+            if time.monotonic() >= self._next_start:
+                for _ in range(self.config.min_hosts - len(self._hosts) - self._starting):
+                    assert self._tg is not None
+                    self._launch(self._tg)
             self._maybe_grow()
 
     # -- acquire / release -----------------------------------------------------------------
@@ -271,6 +322,12 @@ class SandboxPool:
                     await changed.wait()
         finally:
             self._waiting -= 1
+        error = self._start_error
+        if error is not None:
+            raise SandboxError(
+                f"no slot became free within {limit:.1f}s for trajectory {trajectory_id!r}: "
+                f"starting a host failed {self._start_failures} time(s) in a row, last: {error}"
+            ) from error
         raise AcquireTimeout(
             f"no slot became free within {limit:.1f}s for trajectory {trajectory_id!r} "
             f"({self._describe()}); raise max_hosts or the acquire timeout, or release slots"

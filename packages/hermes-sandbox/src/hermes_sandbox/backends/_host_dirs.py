@@ -1,8 +1,9 @@
-"""On-disk layout of directory-based hosts (local, bwrap): creation, ownership, orphan sweep.
+"""On-disk layout of directory-based hosts (local, bwrap): creation, ownership, dead hosts.
 
 ``<root>/<host_id>/owner.json`` records the process that owns the host (pid + start time), so
-an orphan sweep removes hosts of *dead* runs of the same pool and never a live pool's hosts.
-``<root>/<host_id>/slots/<i>`` are the slot workspaces.
+a sweep removes hosts of *dead* runs (any pool name) and never a live pool's hosts.
+``<root>/<host_id>/slots/<i>`` are the slot directories (a size-limited tmpfs where hermes may
+mount), each holding ``workspace`` and, for bwrap, the slot's ``tmp`` and ``shm``.
 """
 
 from __future__ import annotations
@@ -12,15 +13,31 @@ import json
 import logging
 import os
 import signal
+import time
+import zlib
+from collections.abc import Sequence
 
 from hermes_sandbox.backends._removal import remove_tree
-from hermes_sandbox.backends._workspace_fs import mount_workspace, unmount_beneath
+from hermes_sandbox.backends._workspace_fs import mount_workspace, mounts_beneath, unmount_beneath
 
 logger = logging.getLogger(__name__)
 
 OWNER_FILE = "owner.json"
 HOST_ID_SEPARATOR = "--"
 SLOT_MARKER_VAR = "HERMES_SANDBOX_SLOT"
+
+
+SLOT_UID_RANGE = (200_000, 265_000)
+"""The default range of host uids slots run as when hermes runs as root."""
+
+
+def slot_owner(slot_id: str, uid_range: tuple[int, int]) -> tuple[int, int]:
+    """The (uid, gid) slot ``slot_id`` runs as: a hash of it into ``uid_range``."""
+    lo, hi = uid_range
+    if not 0 < lo < hi:
+        raise ValueError(f"uid_range must be (low, high) with 0 < low < high, got {lo, hi}")
+    uid = lo + zlib.crc32(slot_id.encode()) % (hi - lo)
+    return uid, uid
 
 
 def pool_of(host_id: str) -> str:
@@ -57,6 +74,10 @@ def write_owner(host_dir: str) -> None:
         json.dump({"pid": int(pid), "start_time": start}, f)
 
 
+CREATION_GRACE_S = 60.0
+"""A host directory without an owner file yet is being created for this long."""
+
+
 def owner_alive(host_dir: str) -> bool:
     try:
         with open(os.path.join(host_dir, OWNER_FILE), encoding="utf-8") as f:
@@ -66,24 +87,48 @@ def owner_alive(host_dir: str) -> bool:
         return False
 
 
-def empty_dir(path: str, owner: tuple[int, int] | None, size_bytes: int | None = None) -> bool:
-    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch).
+WORKSPACE_DIR = "workspace"
+SCRATCH_DIRS = ("tmp", "shm")
+"""Inside a slot directory: the workspace, and (bwrap) the slot's ``/tmp`` and ``/dev/shm``."""
 
-    With ``size_bytes`` a tmpfs of that size is mounted on it where this process may mount;
-    returns whether it was.
+
+def slot_subdirs(scratch: bool) -> list[tuple[str, int]]:
+    """``(name, mode)`` of what a slot directory holds: the workspace (0700), and with
+    ``scratch`` the world-writable sticky ``tmp`` and ``shm``."""
+    return [(WORKSPACE_DIR, 0o700), *((name, 0o1777) for name in SCRATCH_DIRS if scratch)]
+
+
+def empty_dir(
+    path: str,
+    owner: tuple[int, int] | None,
+    size_bytes: int | None = None,
+    subdirs: Sequence[tuple[str, int]] = (),
+) -> bool:
+    """Make ``path`` an empty directory owned by ``owner`` (recreated from scratch), holding
+    the empty ``subdirs`` ``(name, mode)``.
+
+    With ``size_bytes`` a tmpfs of that size is mounted on it where this process may mount
+    (so everything in it, subdirectories included, shares that size); returns whether it was.
     """
     unmount_beneath(path)
     remove_tree(path)
     os.makedirs(path, mode=0o700)
     if owner is not None:
         os.chown(path, *owner)
-    return size_bytes is not None and mount_workspace(path, size_bytes, owner)
+    mounted = size_bytes is not None and mount_workspace(path, size_bytes, owner)
+    for name, mode in subdirs:
+        sub = os.path.join(path, name)
+        os.mkdir(sub)
+        os.chmod(sub, mode)
+        if owner is not None:
+            os.chown(sub, *owner)
+    return mounted
 
 
-def clear_dir(path: str, owner: tuple[int, int] | None) -> None:
-    """Empty ``path`` in place (it stays the same directory or mount point, e.g. one a
-    container binds): every entry removed, mode 0700, owned by ``owner``, no user xattrs."""
-    os.chmod(path, 0o700)
+def clear_dir(path: str, owner: tuple[int, int] | None, mode: int) -> None:
+    """Empty ``path`` in place (it stays the same directory, e.g. one a container binds):
+    every entry removed, ``mode``, owned by ``owner``, no extended attributes."""
+    os.chmod(path, mode)
     if owner is not None:
         os.chown(path, *owner)
     for name in os.listxattr(path):
@@ -102,10 +147,11 @@ def can_mount_workspaces(scratch: str) -> bool:
         remove_tree(scratch)
 
 
-def kill_marked(marker: str) -> int:
-    """SIGKILL every process whose environment has ``HERMES_SANDBOX_SLOT`` starting ``marker``."""
+def kill_marked(marker: str) -> list[int]:
+    """SIGKILL every process whose environment has ``HERMES_SANDBOX_SLOT`` starting ``marker``;
+    the pids signalled."""
     needle = f"{SLOT_MARKER_VAR}={marker}".encode()
-    killed = 0
+    killed: list[int] = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
@@ -117,31 +163,35 @@ def kill_marked(marker: str) -> int:
         if any(entry.startswith(needle) for entry in env.split(b"\0")):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(name), signal.SIGKILL)
-                killed += 1
+                killed.append(int(name))
     return killed
 
 
-def sweep(root: str, pool_name: str) -> int:
-    """Remove hosts of ``pool_name`` under ``root`` whose owning process is gone.
+def host_alive(host_dir: str) -> bool:
+    """Whether ``host_dir`` belongs to a running process, or is still being created."""
+    if owner_alive(host_dir):
+        return True
+    try:
+        if os.path.lexists(os.path.join(host_dir, OWNER_FILE)):
+            return False
+        return time.time() - os.lstat(host_dir).st_mtime < CREATION_GRACE_S
+    except OSError:
+        return False
 
-    An entry that cannot be removed is logged and skipped: a previous run's leftovers never
-    stop a pool (or a sandbox server) from starting.
-    """
+
+def dead_hosts(root: str) -> list[str]:
+    """Host directories under ``root`` whose owning process is gone (any pool)."""
     if not os.path.isdir(root):
-        return 0
-    removed = 0
-    for name in sorted(os.listdir(root)):
-        host_dir = os.path.join(root, name)
-        if name.startswith(".") or pool_of(name) != pool_name:
-            continue
-        try:
-            if not os.path.isdir(host_dir) or owner_alive(host_dir):
-                continue
-            kill_marked(name + "/")
-            unmount_beneath(host_dir)
-            remove_tree(host_dir)
-        except OSError as exc:
-            logger.warning("hermes-sandbox: orphan sweep skipped %s: %s", host_dir, exc)
-            continue
-        removed += 1
-    return removed
+        return []
+    paths = [os.path.join(root, name) for name in sorted(os.listdir(root)) if name[:1] != "."]
+    return [path for path in paths if os.path.isdir(path) and not host_alive(path)]
+
+
+def remove_host(host_dir: str) -> tuple[list[int], list[str]]:
+    """Kill what still runs of a dead host, detach its mounts, remove its directory; the pids
+    killed and the mount points detached. Raises ``OSError`` when something cannot go."""
+    killed = kill_marked(os.path.basename(host_dir) + "/")
+    mounts = mounts_beneath(host_dir)
+    unmount_beneath(host_dir)
+    remove_tree(host_dir)
+    return killed, mounts

@@ -12,6 +12,7 @@ to reach their workspaces and must be able to execute bwrap. A bwrap binary they
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -26,6 +27,54 @@ BIN_DIR = ".bin"
 
 def _user_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"hermes-sandbox-{os.geteuid()}")
+
+
+def _registry() -> str:
+    return os.path.join(_user_dir(), "roots")
+
+
+def register_root(root: str) -> None:
+    """Record ``root`` so a cleanup finds its leftovers (one file per root, by its hash)."""
+    real = os.path.realpath(root)
+    registry = _registry()
+    os.makedirs(registry, mode=0o700, exist_ok=True)
+    entry = os.path.join(registry, hashlib.sha256(real.encode()).hexdigest()[:16])
+    if not os.path.isfile(entry):
+        partial = f"{entry}.{os.getpid()}.partial"
+        with open(partial, "w", encoding="utf-8") as f:
+            f.write(real)
+        os.replace(partial, entry)
+
+
+def owned_dir(path: str) -> bool:
+    """Whether ``path`` is a real directory (no symlink) owned by this user."""
+    try:
+        _check_owned(path, allow_root=False)
+    except (OSError, SandboxError):
+        return False
+    return True
+
+
+def registered_roots() -> list[str]:
+    """Roots this user's backends prepared that still exist and are still this user's (stale
+    entries are dropped; a registry someone else could write is ignored)."""
+    registry = _registry()
+    if not owned_dir(registry) or not owned_dir(os.path.dirname(registry)):
+        return []
+    roots = []
+    for name in sorted(os.listdir(registry)):
+        entry = os.path.join(registry, name)
+        try:
+            with open(entry, encoding="utf-8") as f:
+                root = f.read().strip()
+        except OSError:
+            continue
+        if owned_dir(root):
+            roots.append(root)
+        elif not os.path.lexists(root) and not name.endswith(".partial"):
+            with contextlib.suppress(OSError):
+                os.unlink(entry)
+    return roots
 
 
 def default_root_dir(backend: str) -> str:
@@ -68,6 +117,7 @@ def prepare_root(root: str, *, traversable: bool) -> None:
         os.makedirs(root, mode=mode, exist_ok=True)
     _check_owned(root, allow_root=False)
     os.chmod(root, mode)
+    register_root(root)
     if traversable:
         blocked = first_untraversable(root)
         if blocked is not None:
@@ -105,6 +155,15 @@ def _copy_readable(source: str, target: str) -> None:
     shutil.copyfile(source, partial)
     os.chmod(partial, 0o755)
     os.replace(partial, target)
+
+
+def reachable_copy(path: str, directory: str) -> str:
+    """A world-readable copy of the executable ``path`` in ``directory``, keyed by its digest."""
+    name = os.path.basename(path)
+    target = os.path.join(directory, f"{name}-{_digest(path)}")
+    if not os.path.isfile(target):
+        _copy_readable(path, target)
+    return target
 
 
 def reachable_binary(binary: str, root: str) -> str:

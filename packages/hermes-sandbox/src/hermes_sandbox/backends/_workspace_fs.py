@@ -35,7 +35,7 @@ def mount_workspace(path: str, size_bytes: int, owner: tuple[int, int] | None) -
     uid, gid = owner if owner is not None else (os.geteuid(), os.getegid())
     options = f"size={size_bytes},mode=0700,uid={uid},gid={gid}".encode()
     flags = _MS_NOSUID | _MS_NODEV
-    if _libc().mount(b"hermes-ws", os.fsencode(path), b"tmpfs", flags, options) == 0:
+    if _libc().mount(MOUNT_SOURCE.encode(), os.fsencode(path), b"tmpfs", flags, options) == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.EPERM, errno.EACCES):
@@ -47,14 +47,32 @@ def _unescape(field: str) -> str:
     return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
 
 
+MOUNT_SOURCE = "hermes-ws"
+"""The source name of every slot tmpfs hermes mounts (how a sweep recognizes them)."""
+
+
+def _mountinfo() -> list[list[str]]:
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            return [line.split() for line in f]
+    except OSError:
+        return []
+
+
+def workspace_mounts() -> list[str]:
+    """Mount points of every slot tmpfs hermes mounted (any root, any user's)."""
+    points = []
+    for fields in _mountinfo():
+        rest = fields[fields.index("-") + 1 :] if "-" in fields else []
+        if rest[:2] == ["tmpfs", MOUNT_SOURCE]:
+            points.append(_unescape(fields[4]))
+    return points
+
+
 def mounts_beneath(path: str) -> list[str]:
     """Mount points at or below ``path``, deepest first."""
     top = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as f:
-            points = [_unescape(line.split()[4]) for line in f]
-    except OSError:
-        return []
+    points = [_unescape(fields[4]) for fields in _mountinfo()]
     inside = [p for p in points if p == top or p.startswith(top.rstrip("/") + "/")]
     return sorted(set(inside), key=len, reverse=True)
 

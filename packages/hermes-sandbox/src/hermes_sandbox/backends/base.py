@@ -15,6 +15,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 from hermes_protocols import Slot
 
+from hermes_sandbox.budget import MachineBudget
+
 
 @attrs.frozen(slots=True)
 class HostSpec:
@@ -64,4 +66,14 @@ class HostBackend(Protocol):
 
     async def sweep_orphans(self, pool_name: str) -> int:
         """Remove hosts left by a killed earlier run of ``pool_name``; return how many."""
+        ...
+
+
+@runtime_checkable
+class MachineSlotsBackend(Protocol):
+    """A backend whose slots all run on this machine, sharing its memory and CPUs."""
+
+    def fit_budget(self, budget: MachineBudget, slots: int) -> list[str]:
+        """Clamp the slot limits so ``slots`` slots fit ``budget`` (called before any host
+        starts); one line per limit changed. Raises ``ConfigError`` when they cannot fit."""
         ...

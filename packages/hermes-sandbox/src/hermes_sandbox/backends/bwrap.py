@@ -1,48 +1,44 @@
-"""The ``bwrap`` backend (the default): every command runs in a fresh bubblewrap sandbox.
+"""The ``bwrap`` backend (the default): every slot is a long-lived bubblewrap sandbox.
 
-Each command gets new user/pid/mount/net/ipc/uts namespaces, a read-only view of the host's
-system directories (or of a root filesystem directory), a private tmpfs ``/tmp``, and its slot's
-workspace as the only writable tree, mounted at ``/workspace``. When hermes runs as root every
-slot runs as its own unprivileged uid (so it cannot read root-only host files and RLIMIT_NPROC
-binds). All capabilities are dropped; the sandbox dies with its parent.
+A slot's sandbox has new user/pid/mount/net/ipc/uts namespaces, a read-only view of the host's
+system directories (or of a root filesystem directory), its own ``/tmp`` and ``/dev/shm``, and
+its workspace as the only other writable tree, mounted at ``/workspace``. Commands are started
+by the sandbox's agent (``hermes-exec``), each in a pid namespace of its own that dies with it.
+When hermes runs as root every slot runs as its own unprivileged uid (so it cannot read
+root-only host files and RLIMIT_NPROC binds). Commands have no capabilities; the sandbox dies
+with its parent.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
-import shlex
-import zlib
-from collections.abc import Mapping
 
 import anyio
 import attrs
-from hermes_protocols import ExecResult, IsolationUnavailable, SandboxError
+from hermes_protocols import IsolationUnavailable, SandboxError
 
-from hermes_sandbox._paths import relative_slot_path
-from hermes_sandbox._process import kill_group, run_command
 from hermes_sandbox.backends import _host_dirs, _root_dir
 from hermes_sandbox.backends._removal import remove_tree
 from hermes_sandbox.backends._root_dir import BIN_DIR, default_root_dir
-from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
-from hermes_sandbox.backends._workspace_fs import note_if_full
 from hermes_sandbox.backends.base import Host, HostSpec
-from hermes_sandbox.backends.bwrap_command import bwrap_argv, bwrap_binary, system_binds
-from hermes_sandbox.backends.bwrap_seccomp import write_filter
+from hermes_sandbox.backends.bwrap_command import bwrap_binary, system_binds
+from hermes_sandbox.backends.bwrap_seccomp import compile_filters
+from hermes_sandbox.backends.bwrap_slot import WORKSPACE, BwrapSlot, SandboxSetup
 from hermes_sandbox.backends.cgroups import (
-    SlotCgroup,
     remove_host_cgroups,
     slot_cgroup,
     subtree_for,
-    sweep_cgroups,
 )
-from hermes_sandbox.backends.directory_host import DirectoryHost, workspace_limit
+from hermes_sandbox.backends.directory_host import DirectoryHost, workspaces_mountable
 from hermes_sandbox.backends.slot_env import SlotEnv
+from hermes_sandbox.budget import MachineBudget, fit_limits
+from hermes_sandbox.cleanup import hosts_removed, sweep_directories
+from hermes_sandbox.executor import agent_binary
 from hermes_sandbox.limits import ResourceLimits
 
-WORKSPACE = "/workspace"
+__all__ = ["WORKSPACE", "BwrapBackend", "BwrapConfig", "BwrapSlot"]
+
 PROBE_DIR = ".probe"
-_SECCOMP_FD = 3
 
 
 @attrs.frozen(slots=True)
@@ -53,8 +49,10 @@ class BwrapConfig:
     :func:`default_root_dir`). ``rootfs``: a directory used as ``/`` (e.g. built by
     debootstrap) instead of the host's system dirs. ``uid_range``: uids handed to slots when
     hermes runs as root. ``binary``: the bwrap to run (default: the bundled one).
-    ``seccomp``: load the filter of :mod:`~hermes_sandbox.backends.bwrap_seccomp`.
+    ``seccomp``: load the filters of :mod:`~hermes_sandbox.backends.bwrap_seccomp`.
     ``disable_userns``: slots cannot create nested user namespaces (``unshare -U``).
+    ``executor_binary``: a prebuilt ``hermes-exec`` (``hermes-sandbox build-executor``) instead
+    of building it here with the machine's C compiler.
     """
 
     root_dir: str = attrs.field(factory=lambda: default_root_dir("bwrap"))
@@ -63,108 +61,18 @@ class BwrapConfig:
     limits: ResourceLimits = attrs.field(factory=ResourceLimits)
     env: SlotEnv = attrs.field(factory=SlotEnv)
     max_output_bytes: int = 1 << 20
-    uid_range: tuple[int, int] = (200_000, 265_000)
+    uid_range: tuple[int, int] = _host_dirs.SLOT_UID_RANGE
     binary: str | None = None
     seccomp: bool = True
     disable_userns: bool = True
+    executor_binary: str | None = None
 
 
-class BwrapSlot(HostFilesSlot):
-    """A slot whose commands run under bubblewrap; its files are accessed directly."""
-
-    def __init__(
-        self,
-        host_id: str,
-        index: int,
-        directory: str,
-        config: BwrapConfig,
-        binary: str,
-        binds: list[str],
-        owner: tuple[int, int] | None,
-        cgroup: SlotCgroup | None = None,
-        seccomp_file: str | None = None,
-    ) -> None:
-        self._slot_id = f"{host_id}/{index}"
-        self._seccomp_file = seccomp_file
-        self._cgroup = cgroup
-        self._marker = f"{self._slot_id}/"
-        self._dir = directory
-        self._config = config
-        self._binary = binary
-        self._binds = binds
-        self._owner = owner
-        self._files = WorkspaceFiles(directory, WORKSPACE, owner)
-        self._running: set[int] = set()
-
-    @property
-    def slot_id(self) -> str:
-        return self._slot_id
-
-    @property
-    def workspace(self) -> str:
-        return WORKSPACE
-
-    def _cwd(self, cwd: str | None) -> str:
-        if cwd is None:
-            return WORKSPACE
-        if posixpath.isabs(cwd):
-            return posixpath.normpath(cwd)
-        return posixpath.join(WORKSPACE, relative_slot_path(cwd, WORKSPACE))
-
-    async def exec(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-    ) -> ExecResult:
-        prologue = self._config.limits.ulimit_prologue()
-        argv = bwrap_argv(
-            self._binary,
-            binds=self._binds,
-            workspace_host=self._dir,
-            workspace_inner=WORKSPACE,
-            cwd=self._cwd(cwd),
-            allow_network=self._config.allow_network,
-            script=f"{prologue}\n{command}" if prologue else command,
-            seccomp_fd=_SECCOMP_FD if self._seccomp_file is not None else None,
-            disable_userns=self._config.disable_userns,
-            tmp_size_bytes=self._config.limits.disk_bytes,
-        )
-        # Join the slot's cgroups before bwrap starts, so every process is inside them; open
-        # the seccomp program as the descriptor bwrap reads it from.
-        steps = (
-            [f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files]
-            if (self._cgroup is not None)
-            else []
-        )
-        if self._seccomp_file is not None:
-            steps.append(f"exec {_SECCOMP_FD}< {shlex.quote(self._seccomp_file)}")
-        if steps:
-            argv = ["sh", "-c", " && ".join([*steps, 'exec "$0" "$@"']), *argv]
-        user, group = self._owner if self._owner is not None else (None, None)
-        result = await run_command(
-            argv,
-            timeout=timeout,
-            max_output_bytes=self._config.max_output_bytes,
-            cwd="/",
-            env=self._config.env.build(WORKSPACE, self._marker, env),
-            stdin=stdin,
-            user=user,
-            group=group,
-            after_kill=self.kill_all,
-            running=self._running,
-        )
-        return await note_if_full(result, self._dir, self._config.limits.disk_bytes)
-
-    def kill_all(self) -> None:
-        for pgid in list(self._running):
-            kill_group(pgid)
-        if self._cgroup is not None:
-            self._cgroup.kill_all()
-        _host_dirs.kill_marked(self._marker)
+def _cannot_run(reason: str) -> IsolationUnavailable:
+    return IsolationUnavailable(
+        f"bwrap cannot run on this machine ({reason}); enable unprivileged user namespaces, or "
+        "choose the 'local' backend to run WITHOUT isolation"
+    )
 
 
 class BwrapBackend:
@@ -184,101 +92,98 @@ class BwrapBackend:
         self._as_root = os.geteuid() == 0
         self._cgroup_subtree = subtree_for(self.config.root_dir)
         self._ready_lock = anyio.Lock()
-        self._binary = ""
-        self._binds: list[str] = []
-        self._seccomp_file: str | None = None
-        self._workspace_bytes: int | None = None
-        self._ready = False
+        self._setup: SandboxSetup | None = None
+        self._limits = self.config.limits
 
     @property
     def name(self) -> str:
         return "bwrap"
 
+    def fit_budget(self, budget: MachineBudget, slots: int) -> list[str]:
+        """Clamp the slot limits so ``slots`` slots fit ``budget``; what changed."""
+        self._limits, notes = fit_limits(
+            self.config.limits, budget, slots, disk_in_memory=self._as_root
+        )
+        return notes
+
     def owner_of(self, host_id: str, index: int) -> tuple[int, int] | None:
         """The (uid, gid) slot ``index`` of ``host_id`` runs as; ``None`` = this process's."""
         if not self._as_root:
             return None
-        lo, hi = self.config.uid_range
-        uid = lo + zlib.crc32(f"{host_id}/{index}".encode()) % (hi - lo)
-        return uid, uid
+        return _host_dirs.slot_owner(f"{host_id}/{index}", self.config.uid_range)
 
-    def _prepare(self) -> str:
-        root = self.config.root_dir
+    def _prepare(self) -> tuple[SandboxSetup, str]:
+        config = self.config
+        root = config.root_dir
         _root_dir.prepare_root(root, traversable=self._as_root)
-        binary = self.config.binary or bwrap_binary()
+        binary = config.binary or bwrap_binary()
         if self._as_root:
             binary = _root_dir.reachable_binary(binary, root)
-        self._binds = system_binds(self.config.rootfs)
-        self._binary = binary
-        if self.config.seccomp:
-            self._seccomp_file = write_filter(os.path.join(root, BIN_DIR))
-            os.chmod(os.path.join(root, BIN_DIR), 0o755)
-        self._workspace_bytes = workspace_limit(root, self.config.limits.disk_bytes)
+        bin_dir = os.path.join(root, BIN_DIR)
+        agent = agent_binary(bin_dir, config.executor_binary)
+        os.chmod(bin_dir, 0o755)
+        filters = compile_filters() if config.seccomp else (None, None)
+        mount_slots = workspaces_mountable(root, config.limits.disk_bytes)
+        setup = SandboxSetup(
+            binary=binary,
+            binds=tuple(system_binds(config.rootfs)),
+            agent=agent,
+            agent_filter=filters[0],
+            command_filter=filters[1],
+            limits=self._limits,
+            env=config.env,
+            max_output_bytes=config.max_output_bytes,
+            allow_network=config.allow_network,
+            disable_userns=config.disable_userns,
+            mount_slots=mount_slots,
+        )
         probe = os.path.join(root, f"{PROBE_DIR}-{os.getpid()}")
-        _host_dirs.empty_dir(probe, self.owner_of(PROBE_DIR, 0))
-        return probe
+        owner = self.owner_of(PROBE_DIR, 0)
+        _host_dirs.empty_dir(probe, owner, None, _host_dirs.slot_subdirs(scratch=True))
+        return setup, probe
 
-    async def ensure_ready(self) -> None:
+    async def ensure_ready(self) -> SandboxSetup:
         """Check once that bwrap runs here; raise ``IsolationUnavailable`` saying why not."""
         async with self._ready_lock:
-            if self._ready:
-                return
+            if self._setup is not None:
+                return self._setup
             try:
-                probe = await anyio.to_thread.run_sync(self._prepare)
+                setup, probe = await anyio.to_thread.run_sync(self._prepare)
             except OSError as exc:
                 raise IsolationUnavailable(f"cannot prepare the bwrap sandbox: {exc}") from exc
+            slot = BwrapSlot(PROBE_DIR, 0, probe, setup, self.owner_of(PROBE_DIR, 0))
             try:
-                slot = BwrapSlot(
-                    PROBE_DIR,
-                    0,
-                    probe,
-                    self.config,
-                    self._binary,
-                    self._binds,
-                    self.owner_of(PROBE_DIR, 0),
-                    seccomp_file=self._seccomp_file,
-                )
-                try:
-                    result = await slot.exec("echo ok", timeout=30)
-                except SandboxError as exc:
-                    raise IsolationUnavailable(f"bwrap cannot start here: {exc}") from exc
+                result = await slot.exec("echo ok", timeout=30)
+            except SandboxError as exc:
+                raise _cannot_run(str(exc)) from exc
             finally:
                 with anyio.CancelScope(shield=True):
+                    await slot.stop()
                     await anyio.to_thread.run_sync(remove_tree, probe)
             if result.exit_code != 0 or result.stdout.strip() != "ok":
                 reason = (result.stderr.strip() or result.stdout.strip()).splitlines()
-                raise IsolationUnavailable(
-                    f"bwrap cannot run on this machine ({reason[-1] if reason else 'no output'}, "
-                    f"exit {result.exit_code}); enable unprivileged user namespaces, or choose "
-                    "the 'local' backend to run WITHOUT isolation"
+                raise _cannot_run(
+                    f"{reason[-1] if reason else 'no output'}, exit {result.exit_code}"
                 )
-            self._ready = True
+            self._setup = setup
+            return setup
 
     async def start_host(self, spec: HostSpec) -> Host:
-        await self.ensure_ready()
+        setup = attrs.evolve(await self.ensure_ready(), limits=self._limits)
 
         def make_slot(host_id: str, index: int, directory: str) -> BwrapSlot:
             owner = self.owner_of(host_id, index)
-            limits = self.config.limits
+            limits = setup.limits
             cgroup = slot_cgroup(
                 self._cgroup_subtree,
                 host_id,
                 index,
                 memory_bytes=limits.slot_memory_bytes,
                 max_pids=limits.slot_processes,
+                cpus=limits.slot_cpus,
                 owner=owner,
             )
-            return BwrapSlot(
-                host_id,
-                index,
-                directory,
-                self.config,
-                self._binary,
-                self._binds,
-                owner,
-                cgroup,
-                seccomp_file=self._seccomp_file,
-            )
+            return BwrapSlot(host_id, index, directory, setup, owner, cgroup)
 
         return await DirectoryHost.create(
             spec,
@@ -286,7 +191,8 @@ class BwrapBackend:
             make_slot,
             lambda i: self.owner_of(spec.host_id, i),
             on_remove=lambda: remove_host_cgroups(self._cgroup_subtree, spec.host_id),
-            workspace_bytes=self._workspace_bytes,
+            workspace_bytes=setup.slot_bytes,
+            scratch=True,
         )
 
     async def sweep_orphans(self, pool_name: str) -> int:
@@ -295,7 +201,5 @@ class BwrapBackend:
         return await anyio.to_thread.run_sync(self._sweep, pool_name)
 
     def _sweep(self, pool_name: str) -> int:
-        removed = _host_dirs.sweep(self.config.root_dir, pool_name)
-        root = self.config.root_dir
-        live = set(os.listdir(root)) if os.path.isdir(root) else set()
-        return max(removed, sweep_cgroups(self._cgroup_subtree, pool_name, live))
+        # Any dead pool's leftovers (not only ``pool_name``'s): see hermes_sandbox.cleanup.
+        return hosts_removed(sweep_directories([self.config.root_dir]))

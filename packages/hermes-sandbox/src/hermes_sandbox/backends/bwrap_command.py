@@ -53,25 +53,43 @@ def system_binds(rootfs: str | None, host_paths: Sequence[str] = HOST_SYSTEM_PAT
     return args
 
 
+AGENT_PATH = "/.hermes-exec"
+"""Where the command executor (``hermes-exec``) is bound, read-only, inside every sandbox."""
+
+AGENT_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
+"""What the agent keeps inside the sandbox's user namespace: a pid and mount namespace with a
+fresh ``/proc`` per command, and dropping the bounding set. Commands get none of it."""
+
+
 def bwrap_argv(
     binary: str,
     *,
     binds: Sequence[str],
     workspace_host: str,
     workspace_inner: str,
-    cwd: str,
     allow_network: bool,
-    script: str,
+    agent: str,
+    agent_args: Sequence[str],
+    scratch_dirs: tuple[str, str] | None = None,
+    scratch_bytes: int | None = None,
     seccomp_fd: int | None = None,
     disable_userns: bool = True,
-    tmp_size_bytes: int | None = None,
 ) -> list[str]:
-    """The full command line: new namespaces, read-only system, one writable workspace.
+    """The full command line of one slot's sandbox: new namespaces, read-only system (and
+    ``/dev``, whose tmpfs would otherwise be writable past any disk limit), one writable
+    workspace, and the agent (``hermes-exec``) as the process inside.
 
-    ``seccomp_fd``: a descriptor the command inherits holding the BPF filter to load.
-    ``disable_userns``: the sandbox cannot create nested user namespaces. ``tmp_size_bytes``:
-    size of the private ``/tmp`` tmpfs.
+    ``scratch_dirs``: host directories bound at ``/tmp`` and ``/dev/shm`` (inside the slot's
+    size-limited filesystem); without them both are tmpfs of ``scratch_bytes`` each.
+    ``seccomp_fd``: a descriptor the sandbox inherits holding the agent's BPF filter.
+    ``disable_userns``: the sandbox cannot create nested user namespaces.
     """
+    if scratch_dirs is not None:
+        scratch = ["--bind", scratch_dirs[0], "/tmp", "--bind", scratch_dirs[1], "/dev/shm"]
+    else:
+        size = ["--size", str(scratch_bytes)] if scratch_bytes is not None else []
+        scratch = [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm"]
+    caps = [arg for cap in AGENT_CAPS for arg in ("--cap-add", cap)]
     return [
         binary,
         "--unshare-all",
@@ -83,6 +101,7 @@ def bwrap_argv(
         "--new-session",
         "--cap-drop",
         "ALL",
+        *caps,
         "--hostname",
         "sandbox",
         "--tmpfs",
@@ -92,18 +111,20 @@ def bwrap_argv(
         "/proc",
         "--dev",
         "/dev",
-        *(["--size", str(tmp_size_bytes)] if tmp_size_bytes is not None else []),
-        "--tmpfs",
-        "/tmp",
+        *scratch,
+        "--remount-ro",
+        "/dev",
         "--bind",
         workspace_host,
         workspace_inner,
+        "--ro-bind",
+        agent,
+        AGENT_PATH,
         "--remount-ro",
         "/",
         "--chdir",
-        cwd,
+        "/",
         "--",
-        "bash",
-        "-c",
-        script,
+        AGENT_PATH,
+        *agent_args,
     ]

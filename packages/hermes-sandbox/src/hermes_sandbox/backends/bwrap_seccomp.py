@@ -1,19 +1,28 @@
-"""The seccomp filter of bwrap slots, compiled with libseccomp (through ``pyseccomp``).
+"""The seccomp filters of bwrap slots, compiled with libseccomp (through ``pyseccomp``).
 
 Every call agents never need is refused with ``EPERM``: kernel modules and kexec, keyrings,
-BPF and perf, mounting and swap, clock and time setting, reboot, accounting, quotas, raw I/O
+BPF and perf, io_uring (a large, often-exploited kernel surface that also bypasses per-syscall
+filtering), mounting and swap, clock and time setting, reboot, accounting, quotas, raw I/O
 ports, ``open_by_handle_at`` (a known container escape), ``userfaultfd`` (a kernel-exploit
-helper) and ``personality`` changes. ``ptrace`` stays allowed: agents debug their own programs
-(gdb, strace) and the pid namespace hides every process outside the sandbox. Nested user
-namespaces are refused by bwrap's ``--disable-userns``, not here. System calls of another ABI
-(i386, x32) kill the process (libseccomp's default bad-architecture action).
+helper) and ``personality`` changes; netlink sockets other than ``NETLINK_ROUTE`` (which
+``ip``, ``getifaddrs`` and glibc's resolver use) are refused too (audit, netfilter, xfrm, udev
+events, sock_diag, generic netlink...). System calls of another ABI (i386, x32) kill the process
+(libseccomp's default bad-architecture action).
+
+``ptrace`` stays allowed, deliberately: agents debug their own programs (gdb, strace), and
+every command runs in its own pid namespace, so the only processes it can see, and so trace,
+are its own command's; the executor agent and other commands (of this slot or any other) are
+outside it. Nested user namespaces are refused by bwrap's ``--disable-userns``, not here.
+
+Two programs are written: the *command* filter (all of the above), which the executor loads for
+every command, and the *agent* filter, the same without ``mount`` (the agent mounts a fresh
+``/proc`` for each command's pid namespace before it loads the command filter). Filters stack,
+so a command runs under both.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import os
 import tempfile
 
 from hermes_protocols import IsolationUnavailable
@@ -32,6 +41,9 @@ BLOCKED_SYSCALLS = (
     "fsopen",
     "fspick",
     "init_module",
+    "io_uring_enter",
+    "io_uring_register",
+    "io_uring_setup",
     "ioperm",
     "iopl",
     "kexec_file_load",
@@ -62,8 +74,16 @@ BLOCKED_SYSCALLS = (
 )
 
 
-def compile_filter() -> bytes:
-    """The BPF program (as bwrap's ``--seccomp FD`` reads it) refusing ``BLOCKED_SYSCALLS``."""
+AGENT_NEEDS = frozenset({"mount"})
+"""Calls the agent itself makes that its commands' filter refuses."""
+
+AF_NETLINK = 16
+NETLINK_ROUTE = 0
+
+
+def compile_filter(*, allow: frozenset[str] = frozenset()) -> bytes:
+    """The BPF program (raw ``sock_filter`` array) refusing ``BLOCKED_SYSCALLS`` but ``allow``,
+    and netlink sockets other than ``NETLINK_ROUTE``."""
     try:
         import pyseccomp  # type: ignore[import-untyped]
     except (ImportError, OSError) as exc:  # OSError: libseccomp.so.2 missing
@@ -72,25 +92,24 @@ def compile_filter() -> bytes:
         ) from exc
     rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
     for name in BLOCKED_SYSCALLS:
+        if name in allow:
+            continue
         try:
             rules.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
         except (RuntimeError, ValueError, OSError):  # unknown to this libseccomp: skip it
             continue
+    rules.add_rule(
+        pyseccomp.ERRNO(errno.EPERM),
+        "socket",
+        pyseccomp.Arg(0, pyseccomp.EQ, AF_NETLINK),
+        pyseccomp.Arg(2, pyseccomp.NE, NETLINK_ROUTE),
+    )
     with tempfile.TemporaryFile() as out:
         rules.export_bpf(out)
         out.seek(0)
         return out.read()
 
 
-def write_filter(directory: str) -> str:
-    """Write the compiled filter under ``directory`` (world-readable, keyed by content)."""
-    program = compile_filter()
-    path = os.path.join(directory, f"seccomp-{hashlib.sha256(program).hexdigest()[:16]}.bpf")
-    if not os.path.isfile(path):
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        partial = f"{path}.{os.getpid()}.partial"
-        with open(partial, "wb") as f:
-            f.write(program)
-        os.chmod(partial, 0o644)
-        os.replace(partial, path)
-    return path
+def compile_filters() -> tuple[bytes, bytes]:
+    """The (agent, command) programs."""
+    return compile_filter(allow=AGENT_NEEDS), compile_filter()

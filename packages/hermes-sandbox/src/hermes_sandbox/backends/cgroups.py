@@ -1,11 +1,12 @@
-"""Per-slot cgroups (v1 ``pids`` and ``memory`` controllers) where the hierarchy is writable.
+"""Per-slot cgroups (v1 ``pids``, ``memory`` and ``cpu`` controllers) where writable.
 
 Each slot gets ``<controller cgroup of this process>/<subtree>/<host_id>/<slot>`` with
-``pids.max`` and ``memory.limit_in_bytes`` set; its ``cgroup.procs`` is handed to the slot's
-uid so the command's wrapper shell can move itself in before starting bwrap (every process of
-the command is then counted, limited and can be killed through the cgroup, even ones that
-escaped the process group). Only cgroup v1 controllers are used; on a pure cgroup v2 machine
-(or without write access) :func:`slot_cgroup` returns ``None`` and rlimits alone apply.
+``pids.max``, ``memory.limit_in_bytes`` and a CFS quota (``cpu.cfs_quota_us`` per
+``cpu.cfs_period_us``) set; its ``cgroup.procs`` is handed to the slot's uid so the wrapper
+shell that starts the slot's sandbox (or command) can move itself in first (every process is
+then counted, limited and can be killed through the cgroup, even ones that escaped the process
+group). Only cgroup v1 controllers are used; on a pure cgroup v2 machine (or without write
+access) :func:`slot_cgroup` returns ``None`` and rlimits alone apply.
 The subtree name is derived from the backend's ``root_dir`` (:func:`subtree_for`), so runs
 with different roots never touch each other's cgroups.
 """
@@ -13,43 +14,57 @@ with different roots never touch each other's cgroups.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import time
 import zlib
 
-from hermes_sandbox.backends._host_dirs import pool_of
-
-logger = logging.getLogger(__name__)
-
 CGROUP_FS = "/sys/fs/cgroup"
-_CONTROLLERS = ("pids", "memory")
+_CONTROLLERS = ("pids", "memory", "cpu")
+CFS_PERIOD_US = 100_000
+
+
+SUBTREE_PREFIX = "hermes-sandbox-"
 
 
 def subtree_for(root_dir: str) -> str:
     """The cgroup subtree name of backends whose hosts live under ``root_dir``."""
-    return f"hermes-sandbox-{zlib.crc32(os.path.realpath(root_dir).encode()):08x}"
+    return f"{SUBTREE_PREFIX}{zlib.crc32(os.path.realpath(root_dir).encode()):08x}"
 
 
-def controller_bases(subtree: str) -> dict[str, str]:
-    """``{controller: <its cgroup dir of this process>/<subtree>}`` for writable v1 ones."""
-    bases: dict[str, str] = {}
+def _own_dirs() -> dict[str, str]:
+    """``{controller: this process's cgroup directory}`` for the writable v1 controllers."""
+    dirs: dict[str, str] = {}
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError:
-        return bases
+        return dirs
     for line in lines:
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(","):
             if controller not in _CONTROLLERS:
                 continue
-            mount = os.path.join(CGROUP_FS, controller)
-            own = os.path.normpath(mount + path)
+            own = os.path.normpath(os.path.join(CGROUP_FS, controller) + path)
             if os.path.isfile(os.path.join(own, "cgroup.procs")) and os.access(own, os.W_OK):
-                bases[controller] = os.path.join(own, subtree)
-    return bases
+                dirs[controller] = own
+    return dirs
+
+
+def controller_bases(subtree: str) -> dict[str, str]:
+    """``{controller: <its cgroup dir of this process>/<subtree>}`` for writable v1 ones."""
+    return {controller: os.path.join(own, subtree) for controller, own in _own_dirs().items()}
+
+
+def host_cgroups() -> set[tuple[str, str]]:
+    """``(subtree, host_id)`` of every host cgroup of any hermes-sandbox subtree here."""
+    found: set[tuple[str, str]] = set()
+    for own in _own_dirs().values():
+        for subtree in os.listdir(own):
+            base = os.path.join(own, subtree)
+            if subtree.startswith(SUBTREE_PREFIX) and os.path.isdir(base):
+                found.update((subtree, h) for h in os.listdir(base) if os.path.isdir(f"{base}/{h}"))
+    return found
 
 
 class SlotCgroup:
@@ -99,6 +114,21 @@ def _remove_cgroup(directory: str, attempts: int = 50) -> None:
     os.rmdir(directory)
 
 
+def _knobs(
+    memory_bytes: int | None, max_pids: int | None, cpus: float | None
+) -> dict[str, list[tuple[str, int]]]:
+    """``{controller: [(file, value), ...]}`` for the limits that are set."""
+    knobs: dict[str, list[tuple[str, int]]] = {}
+    if memory_bytes is not None:
+        knobs["memory"] = [("memory.limit_in_bytes", memory_bytes)]
+    if max_pids is not None:
+        knobs["pids"] = [("pids.max", max_pids)]
+    if cpus is not None:
+        quota = max(1000, round(cpus * CFS_PERIOD_US))
+        knobs["cpu"] = [("cpu.cfs_period_us", CFS_PERIOD_US), ("cpu.cfs_quota_us", quota)]
+    return knobs
+
+
 def slot_cgroup(
     subtree: str,
     host_id: str,
@@ -107,20 +137,20 @@ def slot_cgroup(
     memory_bytes: int | None,
     max_pids: int | None,
     owner: tuple[int, int] | None,
+    cpus: float | None = None,
 ) -> SlotCgroup | None:
     """Create (or reuse) the cgroups of slot ``index``; ``None`` when none can be made."""
-    wanted = {"memory": memory_bytes, "pids": max_pids}
+    wanted = _knobs(memory_bytes, max_pids, cpus)
     dirs: dict[str, str] = {}
     for controller, base in controller_bases(subtree).items():
-        limit = wanted[controller]
-        if limit is None:
+        if controller not in wanted:
             continue
         directory = os.path.join(base, host_id, str(index))
         try:
             os.makedirs(directory, exist_ok=True)
-            knob = "memory.limit_in_bytes" if controller == "memory" else "pids.max"
-            with open(os.path.join(directory, knob), "w", encoding="ascii") as f:
-                f.write(str(limit))
+            for knob, value in wanted[controller]:
+                with open(os.path.join(directory, knob), "w", encoding="ascii") as f:
+                    f.write(str(value))
             if owner is not None:
                 os.chown(os.path.join(directory, "cgroup.procs"), *owner)
         except OSError:
@@ -144,20 +174,3 @@ def remove_host_cgroups(subtree: str, host_id: str) -> None:
         _remove_cgroup(host_dir)
         with contextlib.suppress(OSError):  # busy while other hosts still have cgroups
             os.rmdir(base)
-
-
-def sweep_cgroups(subtree: str, pool_name: str, live_host_ids: set[str]) -> int:
-    """Remove cgroups of hosts of ``pool_name`` that are not in ``live_host_ids``."""
-    removed: set[str] = set()
-    for base in controller_bases(subtree).values():
-        if not os.path.isdir(base):
-            continue
-        for host_id in os.listdir(base):
-            if pool_of(host_id) == pool_name and host_id not in live_host_ids:
-                try:
-                    remove_host_cgroups(subtree, host_id)
-                except OSError as exc:  # reported and skipped: never stops a pool's start
-                    logger.warning("hermes-sandbox: cgroup sweep skipped %s: %s", host_id, exc)
-                    continue
-                removed.add(host_id)
-    return len(removed)

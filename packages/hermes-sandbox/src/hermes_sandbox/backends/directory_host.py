@@ -21,24 +21,27 @@ from hermes_sandbox.backends.base import HostSpec
 logger = logging.getLogger(__name__)
 
 
-def workspace_limit(root: str, disk_bytes: int | None) -> int | None:
-    """``disk_bytes`` when size-limited workspaces can be mounted under ``root``, else ``None``
-    (with a warning saying what is not enforced). Call in a worker thread."""
-    if disk_bytes is None:
-        return None
+def workspaces_mountable(root: str, disk_bytes: int | None) -> bool:
+    """Whether size-limited slot directories can be mounted under ``root`` (else a warning
+    says what is not enforced, when a disk limit is set). Call in a worker thread."""
     if _host_dirs.can_mount_workspaces(os.path.join(root, f".mount-probe-{os.getpid()}")):
-        return disk_bytes
-    logger.warning(
-        "hermes-sandbox: the per-slot disk limit is NOT enforced on workspaces under %s (this "
-        "process may not mount a tmpfs; run as root for it); only per-file RLIMIT_FSIZE "
-        "and bwrap's size-limited /tmp apply",
-        root,
-    )
-    return None
+        return True
+    if disk_bytes is not None:
+        logger.warning(
+            "hermes-sandbox: the per-slot disk limit is NOT enforced on workspaces under %s "
+            "(this process may not mount a tmpfs; run as root for it); only per-file "
+            "RLIMIT_FSIZE and bwrap's size-limited /tmp and /dev/shm apply",
+            root,
+        )
+    return False
 
 
 class DirectorySlot(Slot, Protocol):
     """What a directory host needs from its slots (besides :class:`hermes_protocols.Slot`)."""
+
+    async def stop(self) -> None:
+        """Stop the slot's command executor, if it runs one (its commands die with it)."""
+        ...
 
     def kill_all(self) -> None:
         """Kill every process the slot started (sync; called from a worker thread)."""
@@ -46,11 +49,16 @@ class DirectorySlot(Slot, Protocol):
 
 
 SlotFactory = Callable[[str, int, str], DirectorySlot]
-"""Builds slot ``index`` of host ``host_id`` whose workspace is the host directory given."""
+"""Builds slot ``index`` of host ``host_id`` whose slot directory is the host path given (the
+workspace is its ``workspace`` subdirectory)."""
 
 
 class DirectoryHost:
-    """Slot workspaces under ``<root>/<host_id>/slots/<i>``; removed entirely on close."""
+    """Slot directories under ``<root>/<host_id>/slots/<i>``; removed entirely on close.
+
+    Each holds the slot's ``workspace`` and, with ``scratch``, its ``tmp`` and ``shm`` (bound
+    at ``/tmp`` and ``/dev/shm`` by bwrap), all inside one size-limited tmpfs where hermes may
+    mount one."""
 
     def __init__(
         self,
@@ -60,8 +68,10 @@ class DirectoryHost:
         owner_of: Callable[[int], tuple[int, int] | None],
         on_remove: Callable[[], None] | None = None,
         workspace_bytes: int | None = None,
+        scratch: bool = False,
     ) -> None:
         self._spec = spec
+        self._subdirs = _host_dirs.slot_subdirs(scratch)
         self._workspace_bytes = workspace_bytes
         self._dir = os.path.join(root, spec.host_id)
         self._owner_of = owner_of
@@ -79,12 +89,14 @@ class DirectoryHost:
         owner_of: Callable[[int], tuple[int, int] | None],
         on_remove: Callable[[], None] | None = None,
         workspace_bytes: int | None = None,
+        scratch: bool = False,
     ) -> DirectoryHost:
         """Create the directories and the slots (the slot factory runs in a worker thread).
 
-        ``workspace_bytes``: mount a tmpfs of that size on every workspace (needs root).
+        ``workspace_bytes``: mount a tmpfs of that size on every slot directory (needs root).
+        ``scratch``: give every slot its ``tmp`` and ``shm`` directories too.
         """
-        host = cls(spec, root, make_slot, owner_of, on_remove, workspace_bytes)
+        host = cls(spec, root, make_slot, owner_of, on_remove, workspace_bytes, scratch)
         try:
             await anyio.to_thread.run_sync(host._create_dirs, root)
         except BaseException:
@@ -98,8 +110,13 @@ class DirectoryHost:
         os.makedirs(os.path.join(self._dir, "slots"), mode=0o755)
         _host_dirs.write_owner(self._dir)
         for i in range(self._spec.slots):
-            _host_dirs.empty_dir(self.workspace_dir(i), self._owner_of(i), self._workspace_bytes)
-            self._slots.append(self._make_slot(self._spec.host_id, i, self.workspace_dir(i)))
+            self._empty(i)
+            self._slots.append(self._make_slot(self._spec.host_id, i, self.slot_dir(i)))
+
+    def _empty(self, index: int) -> None:
+        _host_dirs.empty_dir(
+            self.slot_dir(index), self._owner_of(index), self._workspace_bytes, self._subdirs
+        )
 
     @property
     def host_id(self) -> str:
@@ -109,8 +126,11 @@ class DirectoryHost:
     def directory(self) -> str:
         return self._dir
 
-    def workspace_dir(self, index: int) -> str:
+    def slot_dir(self, index: int) -> str:
         return os.path.join(self._dir, "slots", str(index))
+
+    def workspace_dir(self, index: int) -> str:
+        return os.path.join(self.slot_dir(index), _host_dirs.WORKSPACE_DIR)
 
     def slot(self, index: int) -> DirectorySlot:
         if not 0 <= index < len(self._slots):
@@ -119,14 +139,12 @@ class DirectoryHost:
 
     def _reset(self, index: int) -> None:
         self._slots[index].kill_all()
-        _host_dirs.empty_dir(
-            self.workspace_dir(index), self._owner_of(index), self._workspace_bytes
-        )
+        self._empty(index)
 
     async def reset_slot(self, index: int) -> None:
         if self._closed:
             raise SandboxError(f"host {self.host_id} is closed")
-        self.slot(index)
+        await self.slot(index).stop()
         await anyio.to_thread.run_sync(self._reset, index)
 
     async def healthy(self) -> bool:
@@ -148,4 +166,7 @@ class DirectoryHost:
     async def close(self) -> None:
         self._closed = True
         with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for slot in self._slots:
+                    tg.start_soon(slot.stop)
             await anyio.to_thread.run_sync(self._remove)

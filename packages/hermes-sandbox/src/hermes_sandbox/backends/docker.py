@@ -1,39 +1,27 @@
-"""The ``docker`` backend: one container per slot, its workspace a directory on this machine.
+"""The ``docker`` backend: one locked-down container per slot (Docker CLI, daemon on this machine).
 
-A host is ``slots`` containers (see :mod:`~hermes_sandbox.backends.docker_config` for how each
-is locked down) and their workspaces ``<root_dir>/<host_id>/slots/<i>``, bind-mounted at
-``DockerConfig.workspace``. Files are read and written on the host side with the same
-``O_NOFOLLOW`` walk as bwrap's (so a download never lands a symlink, a device or a setuid bit
-on this machine); commands run through ``docker exec`` with their output streamed into a
-bounded buffer. A reset replaces the slot's container by a fresh one of the image and its
-workspace by an empty one: nothing of the last trajectory survives (files, processes, the
-image's filesystem). Containers end with their pool (see
-:mod:`~hermes_sandbox.backends.docker_container`) and carry its owner, so a pool never
-removes another live pool's containers. The Docker daemon must run on this machine.
+A host is ``slots`` containers (see :mod:`~hermes_sandbox.backends.docker_config`), each with
+``hermes-exec`` as PID 1 and its writable directories on this machine (see
+:mod:`~hermes_sandbox.backends.agent_host`). Containers carry their owner (pid + start time)
+and user in labels: a sweep removes only containers whose owning process is dead, so a pool
+never removes another live pool's containers, whatever their names.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import posixpath
-import uuid
 from collections.abc import Mapping
 
 import anyio
 import attrs
-from hermes_protocols import ConfigError, ExecResult, SandboxError
+from hermes_protocols import ConfigError, SandboxError
 
-from hermes_sandbox._paths import relative_slot_path
-from hermes_sandbox._process import run_command
 from hermes_sandbox.backends import _host_dirs
-from hermes_sandbox.backends._container_exec import TIMEOUT_EXIT, exec_argv
-from hermes_sandbox.backends._removal import remove_tree
-from hermes_sandbox.backends._root_dir import prepare_root
-from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
-from hermes_sandbox.backends._workspace_fs import note_if_full, unmount_beneath
+from hermes_sandbox.backends._root_dir import BIN_DIR, prepare_root
+from hermes_sandbox.backends.agent_host import AgentHost, AgentHostSettings, SlotPaths
 from hermes_sandbox.backends.base import Host, HostSpec
-from hermes_sandbox.backends.directory_host import workspace_limit
+from hermes_sandbox.backends.directory_host import workspaces_mountable
 from hermes_sandbox.backends.docker_cli import (
     docker_available,
     docker_cli,
@@ -44,312 +32,209 @@ from hermes_sandbox.backends.docker_config import (
     HOST_LABEL,
     OWNER_LABEL,
     POOL_LABEL,
+    USER_LABEL,
     DockerConfig,
     run_argv,
 )
-from hermes_sandbox.backends.docker_container import AttachedContainer, keeper_main
+from hermes_sandbox.budget import MachineBudget, fit_limits
+from hermes_sandbox.cleanup import Removed, hosts_removed, sweep_directories
+from hermes_sandbox.executor import agent_binary
 
 __all__ = [
     "HOST_LABEL",
     "OWNER_LABEL",
     "POOL_LABEL",
+    "USER_LABEL",
     "DockerBackend",
     "DockerConfig",
-    "DockerHost",
-    "DockerSlot",
+    "DockerSweeper",
     "docker_available",
 ]
 
 logger = logging.getLogger(__name__)
-_GRACE_S = 15.0
-# Run as the slot's user in its container: kill every process but PID 1 and this shell, empty
-# the container's tmpfs mounts and System V IPC. With a read-only image and no privileges,
-# these and the workspace are all the slot could change.
-_RESTORE = r"""kill -9 -1 2>/dev/null
-for d in /tmp /var/tmp /dev/shm /dev/mqueue; do
-  [ -d "$d" ] || continue
-  chmod -R u+rwx -- "$d" 2>/dev/null
-  rm -rf -- "$d"/..?* "$d"/.[!.]* "$d"/* 2>/dev/null
-done
-ipcrm --all 2>/dev/null
-exit 0
-"""
+_REMOVE_TIMEOUT_S = 120.0
 
 
-class DockerSlot(HostFilesSlot):
-    """One slot container; its files are accessed on the host side of its workspace."""
+class _Container:
+    """One slot container, known by name."""
 
-    def __init__(self, host: DockerHost, index: int, directory: str) -> None:
-        self._host = host
-        self._index = index
-        self._slot_id = f"{host.host_id}/{index}"
-        self._marker = f"{self._slot_id}/"
-        self.directory = directory
-        config = host.backend.config
-        self._files = WorkspaceFiles(directory, config.workspace, host.owner, config.max_read_bytes)
-        self.container: AttachedContainer | None = None
-        self.lock = anyio.Lock()
-        """Held while the container is replaced or stopped (a reset racing the host's close)."""
+    def __init__(self, docker: str, name: str) -> None:
+        self._docker = docker
+        self._name = name
 
-    @property
-    def slot_id(self) -> str:
-        return self._slot_id
+    async def remove(self) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_REMOVE_TIMEOUT_S):
+            await docker_cli(self._docker, ["rm", "-f", self._name], timeout=_REMOVE_TIMEOUT_S)
+            while await self._exists():  # Docker was already removing it (--rm): wait for it
+                await anyio.sleep(0.1)
 
-    @property
-    def workspace(self) -> str:
-        return self._host.backend.config.workspace
+    async def _exists(self) -> bool:
+        done = await docker_cli(self._docker, ["inspect", "-f", "1", self._name], timeout=30)
+        return done.returncode == 0
 
-    def _cwd(self, cwd: str | None) -> str:
-        """Relative ``cwd`` stays in the workspace; an absolute one may be anywhere in the
-        container, which is the sandbox (e.g. a task image's ``/app``)."""
-        if cwd is None:
-            return self.workspace
-        if posixpath.isabs(cwd):
-            return posixpath.normpath(cwd)
-        return posixpath.join(self.workspace, relative_slot_path(cwd, self.workspace))
-
-    def _live(self) -> AttachedContainer:
-        if self.container is None or not self.container.alive:
-            raise SandboxError(f"slot {self.slot_id}: its container is gone; the pool replaces it")
-        return self.container
-
-    async def exec(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-    ) -> ExecResult:
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        config = self._host.backend.config
-        workdir = self._cwd(cwd)
-        container = self._live()
-        await container.renew()
-        args = [config.docker, "exec", "-i", "-u", "{}:{}".format(*self._host.user), "-w", workdir]
-        for key, value in config.env.build(self.workspace, self._marker, env).items():
-            args += ["-e", f"{key}={value}"]
-        args += [container.name, *exec_argv(self.slot_id, command, timeout)]
-        result = await run_command(
-            args, timeout=timeout + _GRACE_S, max_output_bytes=config.max_output_bytes, stdin=stdin
-        )
-        if result.exit_code != 0 and not await self._running(container):
-            raise SandboxError(f"slot {self.slot_id}: its container is gone; the pool replaces it")
-        if result.exit_code == TIMEOUT_EXIT:
-            result = attrs.evolve(result, timed_out=True)
-        return await note_if_full(result, self.directory, self._host.workspace_bytes)
-
-    async def _running(self, container: AttachedContainer) -> bool:
-        """Whether ``container`` still runs (a failed command may have lost its container)."""
-        if not container.alive:
-            return False
-        args = ["inspect", "-f", "{{.State.Running}}", container.name]
-        done = await docker_cli(container.docker, args, timeout=30)
+    async def running(self) -> bool:
+        args = ["inspect", "-f", "{{.State.Running}}", self._name]
+        done = await docker_cli(self._docker, args, timeout=30)
         return done.returncode == 0 and done.stdout.strip() == b"true"
 
-    async def start(self) -> None:
-        """Start a fresh container of the image on this slot's workspace."""
-        self.container = await self._host.start_container(self._index, self.directory)
 
-    async def stop(self) -> None:
-        if self.container is not None:
-            await self.container.stop()
+class _DockerRuntime:
+    """Launches slot containers of one backend (a :class:`SandboxRuntime`)."""
 
+    def __init__(self, backend: DockerBackend, agent: str, storage_opt: bool) -> None:
+        self._backend = backend
+        self._agent = agent
+        self._storage_opt = storage_opt
 
-class DockerHost:
-    """``slots`` containers with host-side workspaces under ``<root_dir>/<host_id>``."""
-
-    def __init__(self, spec: HostSpec, backend: DockerBackend) -> None:
-        self._spec = spec
-        self.backend = backend
-        self.user = backend.user
-        self.owner = backend.user if os.geteuid() == 0 else None
-        self.workspace_bytes = backend.workspace_bytes
-        self._dir = os.path.join(backend.config.root_dir, spec.host_id)
-        self._slots = [
-            DockerSlot(self, i, os.path.join(self._dir, "slots", str(i))) for i in range(spec.slots)
-        ]
-        self._closed = False
-
-    @classmethod
-    async def create(cls, spec: HostSpec, backend: DockerBackend) -> DockerHost:
-        host = cls(spec, backend)
-        try:
-            await anyio.to_thread.run_sync(host._create_dirs)
-            async with anyio.create_task_group() as tg:
-                for slot in host._slots:
-                    tg.start_soon(slot.start)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await host.close()
-            raise
-        return host
-
-    def _create_dirs(self) -> None:
-        os.makedirs(os.path.join(self._dir, "slots"), mode=0o700)
-        _host_dirs.write_owner(self._dir)
-        for slot in self._slots:
-            _host_dirs.empty_dir(slot.directory, self.owner, self.workspace_bytes)
-
-    @property
-    def host_id(self) -> str:
-        return self._spec.host_id
-
-    def slot(self, index: int) -> DockerSlot:
-        return self._slots[index]
-
-    async def start_container(self, index: int, directory: str) -> AttachedContainer:
-        config = self.backend.config
-        name = f"{self.host_id}-{index}-{uuid.uuid4().hex[:6]}"
+    async def launch(
+        self, name: str, host: HostSpec, paths: SlotPaths, owner: tuple[int, int]
+    ) -> _Container:
+        config = self._backend.config
         labels = {
-            POOL_LABEL: self._spec.pool_name,
-            HOST_LABEL: self.host_id,
+            POOL_LABEL: host.pool_name,
+            HOST_LABEL: host.host_id,
+            USER_LABEL: str(os.geteuid()),
             OWNER_LABEL: _host_dirs.owner_token(),
         }
         argv = run_argv(
             config,
             name=name,
             labels=labels,
-            user=self.user,
-            workspace_dir=directory,
-            storage_opt=self.backend.storage_opt,
-            main=keeper_main(config.lease_s),
+            user=owner,
+            paths=paths,
+            agent=self._agent,
+            limits=self._backend.limits,
+            storage_opt=self._storage_opt,
         )
-        return await AttachedContainer.start(argv, name, config.start_timeout_s)
+        done = await docker_cli(config.docker, argv[1:], timeout=config.cli_timeout_s)
+        if done.returncode != 0:
+            with anyio.CancelScope(shield=True):  # `docker run` may have created it anyway
+                await _Container(config.docker, name).remove()
+            raise SandboxError(f"docker run {config.image} failed: {error_text(done)}")
+        return _Container(config.docker, name)
 
-    async def reset_slot(self, index: int) -> None:
-        slot = self._slots[index]
-        async with slot.lock:
-            self._check_open()
-            if not self.backend.config.recreate_on_reset and await self._restore(slot):
-                return
-            await slot.stop()
-            await anyio.to_thread.run_sync(
-                _host_dirs.empty_dir, slot.directory, self.owner, self.workspace_bytes
-            )
-            self._check_open()
-            await slot.start()
 
-    async def _restore(self, slot: DockerSlot) -> bool:
-        """Restore ``slot``'s container in place; ``False`` when it cannot (then recreate)."""
-        container = slot.container
-        if container is None or not container.alive:
-            return False
-        user = "{}:{}".format(*self.user)
-        args = ["exec", "-u", user, container.name, "bash", "-c", _RESTORE]
-        done = await docker_cli(container.docker, args, timeout=60)
-        if done.returncode != 0 or not container.alive:
-            logger.warning("%s: restoring in place failed (%s)", slot.slot_id, error_text(done))
-            return False
-        await anyio.to_thread.run_sync(_host_dirs.clear_dir, slot.directory, self.owner)
-        return True
+async def _dead_containers(docker: str, filters: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(name, host id)`` of containers matching the label ``filters`` whose owner is dead."""
+    fmt = f'{{{{.Names}}}}\t{{{{.Label "{HOST_LABEL}"}}}}\t{{{{.Label "{OWNER_LABEL}"}}}}'
+    args = ["ps", "-a", "--format", fmt]
+    for key, value in filters.items():
+        args += ["--filter", f"label={key}={value}"]
+    done = await docker_cli(docker, args, timeout=120)
+    if done.returncode != 0:
+        raise SandboxError(f"docker ps failed: {error_text(done)}")
+    rows = [line.split("\t") for line in done.stdout.decode().splitlines() if line.count("\t") == 2]
+    return [(name, host) for name, host, owner in rows if not _host_dirs.token_alive(owner)]
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SandboxError(f"host {self.host_id} is closed")
 
-    async def healthy(self) -> bool:
-        if self._closed:
-            return False
-        for slot in self._slots:
-            if slot.container is None or not await slot.container.renew():
-                return False
-        return True
+async def remove_dead_containers(docker: str, *, dry_run: bool = False) -> list[Removed]:
+    """Remove this user's hermes containers whose owning process is gone (any pool)."""
+    dead = await _dead_containers(docker, {USER_LABEL: str(os.geteuid())})
+    if dead and not dry_run:
+        done = await docker_cli(docker, ["rm", "-f", *(n for n, _ in dead)], timeout=300)
+        if done.returncode != 0:
+            return [Removed("skipped", f"containers: {error_text(done)}")]
+    return [Removed("container", name) for name, _ in dead]
 
-    async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            async with anyio.create_task_group() as tg:
-                for slot in self._slots:
-                    tg.start_soon(self._stop, slot)
-            await anyio.to_thread.run_sync(self._remove_dirs)
 
-    @staticmethod
-    async def _stop(slot: DockerSlot) -> None:
-        async with slot.lock:  # a reset in progress finishes (or fails) first
-            await slot.stop()
+class DockerSweeper:
+    """The leftovers of dead docker pools (``hermes-sandbox cleanup``): their containers (their
+    directories are found by the directory sweeper)."""
 
-    def _remove_dirs(self) -> None:
-        unmount_beneath(self._dir)
-        remove_tree(self._dir)
+    def __init__(self, docker: str = "docker") -> None:
+        self._docker = docker
+
+    @property
+    def name(self) -> str:
+        return "docker containers"
+
+    async def sweep(self, *, dry_run: bool) -> list[Removed]:
+        if await docker_available(self._docker) is not None:
+            return []
+        return await remove_dead_containers(self._docker, dry_run=dry_run)
 
 
 class DockerBackend:
-    """Starts :class:`DockerHost` hosts; sweeps containers and directories of dead pools.
+    """Starts :class:`AgentHost` hosts of docker containers; sweeps what dead pools left.
 
     Before anything else (the pool's orphan sweep at its start) the backend checks that a
-    daemon answers and prepares its root; a missing daemon fails the pool's start with why.
+    daemon answers, prepares its root and builds the executor; a missing daemon or compiler
+    fails the pool's start with why.
     """
 
     def __init__(self, config: DockerConfig | None = None) -> None:
         self.config = config or DockerConfig()
+        self.limits = self.config.limits
         self._lock = anyio.Lock()
-        self._ready = False
-        self.user = (0, 0) if self.config.run_as_root else (self.config.uid, self.config.uid)
-        self.workspace_bytes: int | None = None
-        self.storage_opt = False
+        self._settings: AgentHostSettings | None = None
 
     @property
     def name(self) -> str:
         return "docker"
 
-    def _prepare_root(self) -> None:
-        root = self.config.root_dir
-        if "," in root or ":" in root:
-            raise ConfigError(f"DockerConfig.root_dir {root!r} may not contain ',' or ':'")
-        prepare_root(root, traversable=False)
-        disk = self.config.disk_mb
-        self.workspace_bytes = workspace_limit(root, None if disk is None else disk << 20)
+    def fit_budget(self, budget: MachineBudget, slots: int) -> list[str]:
+        """Clamp the slot limits so ``slots`` slots fit ``budget``; what changed."""
+        self.limits, notes = fit_limits(
+            self.config.limits, budget, slots, disk_in_memory=os.geteuid() == 0
+        )
+        return notes
 
-    async def ensure_ready(self) -> None:
-        """Check once that a daemon answers; prepare the root; probe ``--storage-opt``."""
+    def _prepare(self) -> tuple[str, bool]:
+        root = self.config.root_dir
+        prepare_root(root, traversable=False)
+        agent = agent_binary(os.path.join(root, BIN_DIR), self.config.executor_binary)
+        return agent, workspaces_mountable(root, self.config.limits.disk_bytes)
+
+    async def ensure_ready(self) -> AgentHostSettings:
+        """Check once that a daemon answers; prepare the root and the executor."""
         async with self._lock:
-            if self._ready:
-                return
-            reason = await docker_available(self.config.docker)
+            if self._settings is not None:
+                return self._settings
+            config = self.config
+            reason = await docker_available(config.docker)
             if reason is not None:
                 raise SandboxError(f"docker backend: {reason}")
-            if os.geteuid() != 0:
-                if self.config.run_as_root:
-                    raise ConfigError(
-                        "DockerConfig.run_as_root needs hermes to run as root (the workspace "
-                        "must belong to the container's root)"
-                    )
-                self.user = (os.geteuid(), os.getegid())
-            await anyio.to_thread.run_sync(self._prepare_root)
-            if not self.config.read_only_rootfs and self.config.disk_mb is not None:
-                self.storage_opt = await storage_opt_supported(
-                    self.config.docker, self.config.image, self.config.cli_timeout_s
+            as_root = os.geteuid() == 0
+            if config.run_as_root and not as_root:
+                raise ConfigError(
+                    "DockerConfig.run_as_root needs hermes to run as root (the slot directories "
+                    "must belong to the container's root)"
                 )
-                if not self.storage_opt:
+            agent, mount_slots = await anyio.to_thread.run_sync(self._prepare)
+            storage_opt = False
+            if not config.read_only_rootfs and config.limits.disk_bytes is not None:
+                storage_opt = await storage_opt_supported(
+                    config.docker, config.image, config.cli_timeout_s
+                )
+                if not storage_opt:
                     logger.warning(
-                        "hermes-sandbox: the docker storage driver here cannot limit a "
-                        "container's writable layer (--storage-opt size): with "
-                        "read_only_rootfs=False a slot can fill the host disk outside its "
-                        "workspace and /tmp"
+                        "hermes-sandbox: this docker storage driver cannot limit a container's "
+                        "writable layer (--storage-opt size): with read_only_rootfs=False a "
+                        "slot can fill the host disk outside its workspace and /tmp"
                     )
-            self._ready = True
+            self._settings = AgentHostSettings(
+                runtime=_DockerRuntime(self, agent, storage_opt),
+                root_dir=config.root_dir,
+                workspace=config.workspace,
+                limits=config.limits,
+                env=config.env,
+                uid_range=None if config.run_as_root else config.uid_range,
+                as_root=as_root,
+                mount_slots=mount_slots,
+                restore_in_place=config.restores_in_place,
+                max_output_bytes=config.max_output_bytes,
+                max_read_bytes=config.max_read_bytes,
+                start_timeout_s=config.start_timeout_s,
+            )
+            return self._settings
 
     async def start_host(self, spec: HostSpec) -> Host:
-        await self.ensure_ready()
-        return await DockerHost.create(spec, self)
+        settings = await self.ensure_ready()
+        return await AgentHost.create(spec, attrs.evolve(settings, limits=self.limits))
 
     async def sweep_orphans(self, pool_name: str) -> int:
-        """Remove containers and workspaces of ``pool_name`` whose owning process is dead."""
+        """Remove containers and directories of dead pools (any name; never a live pool's)."""
         await self.ensure_ready()
-        fmt = f'{{{{.Names}}}}\t{{{{.Label "{HOST_LABEL}"}}}}\t{{{{.Label "{OWNER_LABEL}"}}}}'
-        args = ["ps", "-a", "--filter", f"label={POOL_LABEL}={pool_name}", "--format", fmt]
-        done = await docker_cli(self.config.docker, args, timeout=self.config.cli_timeout_s)
-        if done.returncode != 0:
-            raise SandboxError(f"docker ps failed: {error_text(done)}")
-        rows = [line.split("\t") for line in done.stdout.decode().splitlines() if line]
-        dead = [row for row in rows if len(row) == 3 and not _host_dirs.token_alive(row[2])]
-        if dead:
-            names = [row[0] for row in dead]
-            await docker_cli(self.config.docker, ["rm", "-f", *names], timeout=300)
-        dirs = await anyio.to_thread.run_sync(_host_dirs.sweep, self.config.root_dir, pool_name)
-        return max(len({row[1] for row in dead}), dirs)
+        containers = await remove_dead_containers(self.config.docker)
+        removed = await anyio.to_thread.run_sync(sweep_directories, [self.config.root_dir])
+        return max(hosts_removed(removed), len({r.what for r in containers}))

@@ -1,66 +1,67 @@
 """Settings of the ``docker`` backend and the ``docker run`` command line of a slot container.
 
-Every slot is its own container: a non-root user (``uid``) with no capabilities and
-``no-new-privileges``, a read-only image, writable only in its workspace (a host directory
-bind-mounted at ``workspace``, a tmpfs of ``disk_mb`` where hermes may mount) and in ``/tmp`` and
-``/var/tmp`` (tmpfs of ``disk_mb`` inside the container), no network, and memory, CPU and pid
-limits. Labels name its pool, its host and the process that owns it.
+Every slot is its own container: an unprivileged uid (one per slot) with no capabilities and
+``no-new-privileges``, a read-only image, writable only in what the slot's host directory binds
+(workspace, ``/tmp``, ``/var/tmp``, ``/dev/shm``: one size limit), no network, memory, CPU and
+pid limits, and ``hermes-exec`` as PID 1 (see :mod:`~hermes_sandbox.backends.agent_host`).
+Labels name its pool, its host, the user and the process that owns it.
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 
 import attrs
 from hermes_protocols import ConfigError
 
+from hermes_sandbox.backends._host_dirs import SLOT_UID_RANGE
 from hermes_sandbox.backends._root_dir import default_root_dir
+from hermes_sandbox.backends.agent_host import AGENT_PATH, CONTROL_DIR, CONTROL_SOCKET, SlotPaths
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.file_window import DEFAULT_MAX_READ_BYTES
+from hermes_sandbox.limits import ResourceLimits
 
 POOL_LABEL = "org.hermes-rl.pool"
 HOST_LABEL = "org.hermes-rl.host"
+USER_LABEL = "org.hermes-rl.user"
+"""The uid of the process that started the container (cleanup only looks at its own)."""
 OWNER_LABEL = "org.hermes-rl.owner"
 """``<pid>:<start time>`` of the pool process that owns the container (see the orphan sweep)."""
-
-NONROOT_UID = 65_532
-"""The default user of slot containers (distroless' ``nonroot``); no host account needs it."""
 
 
 @attrs.frozen(slots=True, kw_only=True)
 class DockerConfig:
     """Image, user, limits and CLI settings of the docker backend (the image needs bash).
 
+    ``limits``: ``slot_memory_bytes``, ``slot_cpus`` and ``slot_processes`` become the
+    container's ``--memory``, ``--cpus`` and ``--pids-limit``, ``disk_bytes`` the size of the
+    slot's directory (a tmpfs where hermes runs as root), the rest rlimits of every command.
     ``run_as_root``: commands run as uid 0 of the container (still without capabilities), for
     images whose tasks expect root; with ``read_only_rootfs=False`` they may also change the
-    image's files (e.g. ``/app``), which a reset discards with the container. ``disk_mb`` limits
-    the workspace and ``/tmp``/``/var/tmp``; a writable image layer is limited only where the
-    storage driver supports ``--storage-opt size`` (checked at start, a warning otherwise).
-    ``lease_s``: a container that hears nothing from its pool for this long (the pool's health
-    checks renew it) ends by itself, as it does at once when the pool process dies.
-    ``root_dir``: where the host side of the workspaces lives (per user by default).
+    image's files (e.g. a task's ``/app``). A writable image layer is size-limited only where
+    the storage driver supports ``--storage-opt size`` (checked at start, a warning otherwise).
+    ``uid_range``: host uids slots run as (each slot its own, as bwrap's), when hermes runs as
+    root; otherwise slots run as hermes' own uid. ``executor_binary``: a prebuilt
+    ``hermes-exec`` instead of building it with the machine's C compiler.
 
-    A reset leaves nothing of the last trajectory. A non-root slot on a read-only image can
-    write only to its tmpfs mounts and workspace, so the reset *restores* it in place (every
-    process but the container's PID 1 killed, the tmpfs mounts, System V IPC and the workspace
-    emptied); ``fresh_container_on_reset`` (implied by ``run_as_root`` or a writable image)
-    replaces the container by a fresh one of the image instead (slower: see docs/sandbox.md).
+    A reset leaves nothing of the last trajectory: a non-root slot on a read-only image is
+    restored in place (see :mod:`~hermes_sandbox.backends.agent_host`); with ``run_as_root``, a
+    writable image, or ``fresh_container_on_reset``, the container is replaced by a fresh one
+    of the image (slower: see docs/sandbox.md).
     """
 
     image: str = "python:3.12-slim"
     allow_network: bool = False
-    memory_mb: int | None = 2048
-    cpus: float | None = 1.0
-    pids_limit: int | None = 512
-    disk_mb: int | None = 1024
+    limits: ResourceLimits = attrs.field(factory=ResourceLimits)
     run_as_root: bool = False
     read_only_rootfs: bool = True
     fresh_container_on_reset: bool = False
-    uid: int = NONROOT_UID
+    uid_range: tuple[int, int] = SLOT_UID_RANGE
     workspace: str = "/workspace"
     root_dir: str = attrs.field(factory=lambda: default_root_dir("docker"))
     env: SlotEnv = attrs.field(factory=SlotEnv)
-    lease_s: float = 300.0
+    executor_binary: str | None = None
     docker: str = "docker"
     extra_run_args: tuple[str, ...] = ()
     max_output_bytes: int = 1 << 20
@@ -69,55 +70,61 @@ class DockerConfig:
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
 
     def __attrs_post_init__(self) -> None:
-        if not posixpath.isabs(self.workspace) or posixpath.normpath(self.workspace) == "/":
-            raise ConfigError("DockerConfig.workspace must be an absolute path below /")
-        if self.uid <= 0 and not self.run_as_root:
-            raise ConfigError("DockerConfig.uid must be positive; set run_as_root=True for root")
-        if self.disk_mb is not None and self.disk_mb < 1:
-            raise ConfigError("DockerConfig.disk_mb must be at least 1 (or None: not limited)")
-        if self.lease_s <= 0:
-            raise ConfigError("DockerConfig.lease_s must be positive")
+        if not posixpath.isabs(self.workspace) or posixpath.normpath(self.workspace) in (
+            "/",
+            "/tmp",
+            "/var/tmp",
+            "/dev/shm",
+        ):
+            raise ConfigError("DockerConfig.workspace must be an absolute path of its own")
+        if any(c in self.root_dir for c in ",:"):
+            raise ConfigError(f"DockerConfig.root_dir {self.root_dir!r} may not hold ',' or ':'")
 
     @property
-    def recreate_on_reset(self) -> bool:
-        """Whether a reset replaces the container (else it restores it in place)."""
-        return self.fresh_container_on_reset or self.run_as_root or not self.read_only_rootfs
+    def restores_in_place(self) -> bool:
+        """Whether a reset restores the container (else it replaces it)."""
+        return not (self.fresh_container_on_reset or self.run_as_root or not self.read_only_rootfs)
 
 
-def _tmpfs(path: str, disk_mb: int | None) -> list[str]:
-    size = f",size={disk_mb}m" if disk_mb is not None else ""
-    return ["--tmpfs", f"{path}:rw,exec,nosuid,nodev,mode=1777{size}"]
+def _bind(source: str, target: str, *, readonly: bool = False) -> list[str]:
+    return [
+        "--mount",
+        f"type=bind,source={source},target={target}{',readonly' if readonly else ''}",
+    ]
 
 
 def run_argv(
     config: DockerConfig,
     *,
     name: str,
-    labels: dict[str, str],
+    labels: Mapping[str, str],
     user: tuple[int, int],
-    workspace_dir: str,
+    paths: SlotPaths,
+    agent: str,
+    limits: ResourceLimits,
     storage_opt: bool,
-    main: list[str],
 ) -> list[str]:
-    """``docker run`` of one slot container whose main process is ``main`` (its stdin attached:
-    the container ends when the pool closes it or dies)."""
-    argv = [config.docker, "run", "-i", "--rm", "--name", name, "--user", "{}:{}".format(*user)]
+    """``docker run`` of one slot container (detached, removed when its agent exits)."""
+    argv = [config.docker, "run", "-d", "--rm", "--name", name, "--user", "{}:{}".format(*user)]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
     if not config.allow_network:
         argv += ["--network", "none"]
-    if config.memory_mb is not None:
-        argv += ["--memory", f"{config.memory_mb}m", "--memory-swap", f"{config.memory_mb}m"]
-    if config.cpus is not None:
-        argv += ["--cpus", str(config.cpus)]
-    if config.pids_limit is not None:
-        argv += ["--pids-limit", str(config.pids_limit)]
-    argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+    if limits.slot_memory_bytes is not None:
+        memory = str(limits.slot_memory_bytes)
+        argv += ["--memory", memory, "--memory-swap", memory]
+    if limits.slot_cpus is not None:
+        argv += ["--cpus", f"{limits.slot_cpus:g}"]
+    if limits.slot_processes is not None:
+        argv += ["--pids-limit", str(limits.slot_processes)]
+    argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none"]
     if config.read_only_rootfs:
         argv.append("--read-only")
-    elif storage_opt and config.disk_mb is not None:
-        argv += ["--storage-opt", f"size={config.disk_mb}m"]
-    argv += _tmpfs("/tmp", config.disk_mb) + _tmpfs("/var/tmp", config.disk_mb)
-    argv += ["--mount", f"type=bind,source={workspace_dir},target={config.workspace}"]
-    argv += ["--workdir", config.workspace, *config.extra_run_args, config.image, *main]
-    return argv
+    elif storage_opt and limits.disk_bytes is not None:
+        argv += ["--storage-opt", f"size={limits.disk_bytes}"]
+    argv += _bind(paths.workspace, config.workspace)
+    argv += _bind(paths.tmp, "/tmp") + _bind(paths.tmp, "/var/tmp") + _bind(paths.shm, "/dev/shm")
+    argv += _bind(paths.control_dir, CONTROL_DIR, readonly=True)
+    argv += _bind(agent, AGENT_PATH, readonly=True)
+    argv += ["--workdir", config.workspace, "--entrypoint", AGENT_PATH, *config.extra_run_args]
+    return [*argv, config.image, "--connect", CONTROL_SOCKET]

@@ -31,10 +31,11 @@ from hermes_sandbox.backends.cgroups import (
     remove_host_cgroups,
     slot_cgroup,
     subtree_for,
-    sweep_cgroups,
 )
-from hermes_sandbox.backends.directory_host import DirectoryHost, workspace_limit
+from hermes_sandbox.backends.directory_host import DirectoryHost, workspaces_mountable
 from hermes_sandbox.backends.slot_env import SlotEnv
+from hermes_sandbox.budget import MachineBudget, fit_limits
+from hermes_sandbox.cleanup import hosts_removed, sweep_directories
 from hermes_sandbox.limits import ResourceLimits
 
 logger = logging.getLogger(__name__)
@@ -65,13 +66,16 @@ class LocalSlot(HostFilesSlot):
         directory: str,
         config: LocalConfig,
         cgroup: SlotCgroup | None = None,
+        limits: ResourceLimits | None = None,
     ) -> None:
         self._slot_id = f"{host_id}/{index}"
+        self._limits = limits or config.limits
         self._cgroup = cgroup
         self._marker = f"{self._slot_id}/"
-        self._dir = directory
+        self._slot_dir = directory
+        self._dir = os.path.join(directory, _host_dirs.WORKSPACE_DIR)
         self._config = config
-        self._files = WorkspaceFiles(directory, directory, None)
+        self._files = WorkspaceFiles(self._dir, self._dir, None)
         self._running: set[int] = set()
 
     @property
@@ -99,7 +103,7 @@ class LocalSlot(HostFilesSlot):
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
-        prologue = self._config.limits.ulimit_prologue()
+        prologue = self._limits.ulimit_prologue()
         script = f"{prologue}\n{command}" if prologue else command
         argv = ["bash", "-c", script]
         if self._cgroup is not None:
@@ -118,7 +122,10 @@ class LocalSlot(HostFilesSlot):
         )
         if self._cgroup is not None and not self._running:  # no other command of the slot
             await anyio.to_thread.run_sync(self._cgroup.kill_all)
-        return await note_if_full(result, self._dir, self._config.limits.disk_bytes)
+        return await note_if_full(result, self._slot_dir, self._limits.disk_bytes)
+
+    async def stop(self) -> None:
+        """Nothing to stop: every command is its own process."""
 
     def kill_all(self) -> None:
         for pgid in list(self._running):
@@ -134,7 +141,8 @@ class LocalBackend:
     def __init__(self, config: LocalConfig | None = None) -> None:
         self.config = config or LocalConfig()
         self._prepare_lock = anyio.Lock()
-        self._workspace_bytes: int | None = None
+        self._mount_slots = False
+        self._limits = self.config.limits
         self._prepared = False
         self._cgroup_subtree = subtree_for(self.config.root_dir)
         logger.warning(
@@ -146,9 +154,19 @@ class LocalBackend:
     def name(self) -> str:
         return "local"
 
+    def fit_budget(self, budget: MachineBudget, slots: int) -> list[str]:
+        """Clamp the slot limits so ``slots`` slots fit ``budget``; what changed."""
+        disk_in_memory = os.geteuid() == 0
+        self._limits, notes = fit_limits(
+            self.config.limits, budget, slots, disk_in_memory=disk_in_memory
+        )
+        return notes
+
     def _prepare_root(self) -> None:
         prepare_root(self.config.root_dir, traversable=False)
-        self._workspace_bytes = workspace_limit(self.config.root_dir, self.config.limits.disk_bytes)
+        self._mount_slots = workspaces_mountable(
+            self.config.root_dir, self.config.limits.disk_bytes
+        )
         if not controller_bases(self._cgroup_subtree):
             logger.warning(
                 "hermes-sandbox: 'local' cannot create cgroups here (cgroup v1 pids/memory not "
@@ -168,21 +186,22 @@ class LocalBackend:
             spec,
             self.config.root_dir,
             lambda host_id, i, d: LocalSlot(
-                host_id, i, d, self.config, self._slot_cgroup(host_id, i)
+                host_id, i, d, self.config, self._slot_cgroup(host_id, i), self._limits
             ),
             lambda _i: None,
             on_remove=lambda: remove_host_cgroups(self._cgroup_subtree, spec.host_id),
-            workspace_bytes=self._workspace_bytes,
+            workspace_bytes=self._limits.disk_bytes if self._mount_slots else None,
         )
 
     def _slot_cgroup(self, host_id: str, index: int) -> SlotCgroup | None:
-        limits = self.config.limits
+        limits = self._limits
         return slot_cgroup(
             self._cgroup_subtree,
             host_id,
             index,
             memory_bytes=limits.slot_memory_bytes,
             max_pids=limits.slot_processes,
+            cpus=limits.slot_cpus,
             owner=None,
         )
 
@@ -191,7 +210,5 @@ class LocalBackend:
         return await anyio.to_thread.run_sync(self._sweep, pool_name)
 
     def _sweep(self, pool_name: str) -> int:
-        root = self.config.root_dir
-        removed = _host_dirs.sweep(root, pool_name)
-        live = set(os.listdir(root)) if os.path.isdir(root) else set()
-        return max(removed, sweep_cgroups(self._cgroup_subtree, pool_name, live))
+        # Any dead pool's leftovers (not only ``pool_name``'s): see hermes_sandbox.cleanup.
+        return hosts_removed(sweep_directories([self.config.root_dir]))

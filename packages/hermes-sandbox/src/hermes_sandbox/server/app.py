@@ -37,7 +37,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from hermes_sandbox.backends.base import Host, HostBackend, HostSpec
+from hermes_sandbox.backends.base import Host, HostBackend, HostSpec, MachineSlotsBackend
+from hermes_sandbox.budget import MachineBudget
 from hermes_sandbox.server import wire
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ class _Server:
         await anyio.Path(self.config.data_dir).chmod(0o755)
         for d in (self.tmp_dir, self.artifacts_dir):
             await anyio.Path(d).mkdir(mode=0o700, exist_ok=True)
+        if isinstance(self.backend, MachineSlotsBackend):
+            for note in self.backend.fit_budget(MachineBudget(), self.config.slots):
+                logger.warning("sandbox server: clamped %s", note)
         swept = await self.backend.sweep_orphans(self.config.pool_name)
         if swept:
             logger.info("sandbox server: removed %d orphaned host(s)", swept)
