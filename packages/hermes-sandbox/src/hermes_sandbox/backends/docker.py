@@ -63,10 +63,12 @@ class _Container:
         self._name = name
 
     async def remove(self) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_REMOVE_TIMEOUT_S):
+        with anyio.CancelScope(shield=True):
             await docker_cli(self._docker, ["rm", "-f", self._name], timeout=_REMOVE_TIMEOUT_S)
-            while await self._exists():  # Docker was already removing it (--rm): wait for it
-                await anyio.sleep(0.1)
+            for _ in range(int(_REMOVE_TIMEOUT_S / 0.1)):
+                if not await self._exists():
+                    return
+                await anyio.sleep(0.1)  # Docker was already removing it (--rm): wait for it
 
     async def _exists(self) -> bool:
         done = await docker_cli(self._docker, ["inspect", "-f", "1", self._name], timeout=30)
