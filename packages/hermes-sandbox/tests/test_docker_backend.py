@@ -20,9 +20,11 @@ from hermes_sandbox.backends.docker import (
     USER_LABEL,
     DockerBackend,
     DockerConfig,
+    DockerSweeper,
     docker_available,
 )
 from hermes_sandbox.backends.docker_config import run_argv
+from hermes_sandbox.cleanup import Removed
 from hermes_sandbox.file_window import FileTooLarge
 
 SPEC = HostSpec(pool_name="dk", host_id="dk--h0", slots=2)
@@ -46,8 +48,17 @@ NO_DAEMON = _no_daemon()
 
 
 def _containers(pool_name: str) -> list[str]:
+    """Names of the containers of pool ``pool_name``."""
     listing = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={POOL_LABEL}={pool_name}"],
+        [
+            "docker",
+            "ps",
+            "-a",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            f"label={POOL_LABEL}={pool_name}",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -157,15 +168,16 @@ anyio.run(main)
 
 
 def _plant(owner: str) -> str:
-    """A container labelled as one of pool ``dk-orphan``'s, owned by ``owner``."""
+    """A container labelled as one of pool ``dk-orphan``'s, owned by ``owner``; its name."""
+    name = f"dk-orphan-planted-{owner.replace(':', '-')}-{os.getpid()}"
     labels = [
         f"--label={POOL_LABEL}=dk-orphan",
         f"--label={OWNER_LABEL}={owner}",
         f"--label={USER_LABEL}={os.geteuid()}",
     ]
-    argv = ["docker", "run", "-d", "--rm", "--network", "none", *labels, BASE_IMAGE]
-    done = subprocess.run([*argv, "sleep", "600"], capture_output=True, text=True, check=True)
-    return done.stdout.strip()[:12]
+    argv = ["docker", "run", "-d", "--rm", "--name", name, "--network", "none", *labels]
+    subprocess.run([*argv, BASE_IMAGE, "sleep", "600"], capture_output=True, check=True)
+    return name
 
 
 @pytest.mark.anyio
@@ -189,10 +201,27 @@ async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
         async with SandboxPool(backend, PoolConfig(name="dk-orphan")) as pool:
             assert pool.orphans_removed == 1  # the killed run's workspaces (and `dead`)
         left = await anyio.to_thread.run_sync(_containers, "dk-orphan")
-        assert [c[:12] for c in left] == [live]
+        assert left == [live]
     finally:
         await anyio.run_process(["docker", "rm", "-f", dead, live], check=False)
     assert await anyio.to_thread.run_sync(_containers, "dk-orphan") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
+async def test_cleanup_command_removes_containers_of_dead_pools_only() -> None:
+    dead = await anyio.to_thread.run_sync(_plant, "1:0")
+    live = await anyio.to_thread.run_sync(_plant, owner_token())
+    try:
+        command = [sys.executable, "-m", "hermes_sandbox.cli", "cleanup", "--dry-run"]
+        listed = (await anyio.run_process(command)).stdout.decode()
+        assert f"would remove container {dead}" in listed
+        assert live not in listed
+        removed = await DockerSweeper().sweep(dry_run=False)
+        assert Removed("container", dead) in removed
+        assert await anyio.to_thread.run_sync(_containers, "dk-orphan") == [live]
+    finally:
+        await anyio.run_process(["docker", "rm", "-f", dead, live], check=False)
 
 
 @pytest.mark.anyio

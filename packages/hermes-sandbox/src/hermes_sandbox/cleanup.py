@@ -35,7 +35,8 @@ class Removed:
     """One leftover a sweep removed (or, in a dry run, would remove)."""
 
     kind: str
-    """``host`` (a directory), ``mount``, ``cgroup``, ``process``, or ``skipped`` (failed)."""
+    """``host`` (a directory), ``mount``, ``cgroup``, ``process``, ``container``, or ``skipped``
+    (failed)."""
     what: str
 
 
@@ -139,4 +140,6 @@ class DirectorySweeper:
 
 def default_sweepers(roots: Sequence[str] = ()) -> list[LeftoverSweeper]:
     """Every sweeper ``hermes-sandbox cleanup`` runs (``roots``: more directory roots)."""
-    return [DirectorySweeper(roots)]
+    from hermes_sandbox.backends.docker import DockerSweeper  # imports this module
+
+    return [DirectorySweeper(roots), DockerSweeper()]
