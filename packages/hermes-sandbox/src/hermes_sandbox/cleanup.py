@@ -9,7 +9,7 @@ touched. A pool sweeps its own root at its start (dead hosts of any pool name); 
 sweeps every registered root and mount, and runs every sweeper of :func:`default_sweepers`.
 
 Container backends add their own :class:`LeftoverSweeper` to :func:`default_sweepers` (docker:
-containers of dead pools).
+containers of dead pools; gvisor: their sandboxes).
 """
 
 from __future__ import annotations
@@ -140,6 +140,7 @@ class DirectorySweeper:
 
 def default_sweepers(roots: Sequence[str] = ()) -> list[LeftoverSweeper]:
     """Every sweeper ``hermes-sandbox cleanup`` runs (``roots``: more directory roots)."""
-    from hermes_sandbox.backends.docker import DockerSweeper  # imports this module
+    from hermes_sandbox.backends.docker import DockerSweeper  # both import this module
+    from hermes_sandbox.backends.gvisor import GvisorSweeper
 
-    return [DirectorySweeper(roots), DockerSweeper()]
+    return [DirectorySweeper(roots), DockerSweeper(), GvisorSweeper()]

@@ -138,9 +138,29 @@ static void close_fd(int *fd) {
 }
 
 
+/* Close every descriptor >= lowest. Without close_range (gVisor has none) the open ones are
+ * listed from /proc/self/fd: a blind loop over 65,536 numbers cost 600 ms there per command. */
 static void close_from(int lowest) {
     if (syscall(SYS_close_range, lowest, ~0U, 0) == 0) return;
-    for (int fd = lowest; fd < 65536; fd++) close(fd);
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        for (int fd = lowest; fd < 65536; fd++) close(fd);
+        return;
+    }
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            const char *name = buf + off + 19; /* d_ino(8) d_off(8) d_reclen(2) d_type(1) */
+            unsigned short reclen;
+            memcpy(&reclen, buf + off + 16, sizeof reclen);
+            off += reclen;
+            if (name[0] < '0' || name[0] > '9') continue;
+            int fd = atoi(name);
+            if (fd >= lowest && fd != dir) close(fd);
+        }
+    }
+    close(dir);
 }
 
 /* ---- the command: namespace init and the command process ----------------------------------- */
