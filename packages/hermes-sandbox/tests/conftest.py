@@ -69,7 +69,7 @@ BACKENDS: dict[str, BackendCase] = {
 }
 
 
-# --- cluster backends (issue 6 part B): remote server, modal fake, nomad fake, docker. --------
+# --- cluster backends: remote server, modal fake, nomad fake, docker, gvisor. ------------------
 # Defined in test_server_cluster_cases.py, loaded by path (test folders are not packages).
 def _cluster_module() -> Any:
     import importlib.util
@@ -159,8 +159,11 @@ def sandbox_root() -> Iterator[Path]:
     children = {p.pid for p in psutil.Process().children(recursive=True)}
     yield root
     try:
-        # .bin holds the reachable bwrap copy and the seccomp program: a cache, kept on purpose.
-        left = sorted(p.name for p in root.iterdir() if p.name != ".bin")
+        # .bin holds the reachable bwrap copy and the seccomp program: a cache, kept on purpose;
+        # .runsc is gVisor's state directory, empty once every sandbox is gone.
+        state = root / ".runsc"
+        left = sorted(p.name for p in root.iterdir() if p.name not in (".bin", ".runsc"))
+        left += sorted(f".runsc/{p.name}" for p in state.iterdir()) if state.is_dir() else []
         assert left == [], f"directories left behind: {left}"
         added = _settled(lambda: _mounts(root))
         assert added == [], f"mounts left behind: {added}"

@@ -13,6 +13,8 @@ and the session's :class:`SharedCluster`, and leaves nothing behind on exit:
   conformance tests register (see ``FakeNomad.prewarm``); after each test the pool's job must be
   purged and every slot workspace empty.
 - ``docker``: real containers, skipped with the reason when no daemon answers.
+- ``gvisor``: real gVisor sandboxes (runsc and rootfs from ``.ci/gvisor.sh``), skipped with the
+  reason when they are missing.
 
 The shared servers and the fake Nomad run in a blocking portal (their own event loop thread),
 so they outlive each test's event loop; the session fixture checks that stopping them leaves
@@ -39,6 +41,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hermes_sandbox import BwrapBackend, BwrapConfig, HostBackend
 from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
 from hermes_sandbox.backends.docker import DockerBackend, DockerConfig, docker_available
+from hermes_sandbox.backends.gvisor import GvisorBackend, GvisorConfig
 from hermes_sandbox.backends.modal import ModalBackend, ModalConfig
 from hermes_sandbox.backends.nomad import NomadBackend, NomadConfig, job_payload
 from hermes_sandbox.backends.remote import RemoteBackend, RemoteConfig
@@ -215,6 +218,38 @@ def _docker_skip() -> str | None:
     return None
 
 
+GVISOR_CACHE = Path.home() / ".cache" / "hermes-rl"
+"""Where ``.ci/gvisor.sh`` unpacks runsc (bookworm-backports) and the base image's rootfs."""
+
+
+def gvisor_setup() -> tuple[str, str] | str:
+    """``(runsc, rootfs)`` made by ``.ci/gvisor.sh``, or why the gvisor tests cannot run."""
+    if os.geteuid() != 0:
+        return "gvisor: runsc needs root"
+    found = sorted(GVISOR_CACHE.glob("runsc-*/usr/bin/runsc"))
+    rootfs = GVISOR_CACHE / "gvisor-rootfs-bookworm-minbase"
+    if not found or not (rootfs / "usr" / "bin" / "bash").exists():
+        return "gvisor: runsc or its rootfs is missing; run .ci/gvisor.sh"
+    return str(found[-1]), str(rootfs)
+
+
+def gvisor_config(root: Path) -> GvisorConfig:
+    setup = gvisor_setup()
+    assert not isinstance(setup, str), setup
+    runsc, rootfs = setup
+    return GvisorConfig(rootfs=rootfs, runsc=runsc, root_dir=str(root))
+
+
+@contextlib.asynccontextmanager
+async def gvisor(root: Path, shared: SharedCluster) -> AsyncIterator[HostBackend]:
+    yield GvisorBackend(gvisor_config(root))
+
+
+def _gvisor_skip() -> str | None:
+    setup = gvisor_setup()
+    return setup if isinstance(setup, str) else None
+
+
 def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
     """The cluster backends as ``BackendCase`` entries (``case`` is the conftest's class)."""
     unprivileged_local = os.geteuid() != 0
@@ -223,10 +258,11 @@ def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
         "modal-fake": case(modal_fake, isolated=False, unprivileged=unprivileged_local),
         "nomad-fake": case(nomad_fake, isolated=True, unprivileged=True, shared=True),
         "docker": case(docker, isolated=True, unprivileged=True, skip_reason=_docker_skip),
+        "gvisor": case(gvisor, isolated=True, unprivileged=True, skip_reason=_gvisor_skip),
     }
 
 
 def test_cases_are_well_formed() -> None:
     cases = cluster_cases(lambda make, **kw: (make, kw))
-    assert set(cases) == {"remote-server", "modal-fake", "nomad-fake", "docker"}
+    assert set(cases) == {"remote-server", "modal-fake", "nomad-fake", "docker", "gvisor"}
     assert all(callable(make) for make, _ in cases.values())

@@ -101,6 +101,10 @@ class SandboxRuntime(Protocol):
         self, name: str, host: HostSpec, paths: SlotPaths, owner: tuple[int, int]
     ) -> Sandbox: ...
 
+    async def host_closed(self, host: HostSpec) -> None:
+        """Remove what the runtime made for ``host`` outside its sandboxes (after them)."""
+        ...
+
 
 @attrs.frozen(slots=True, kw_only=True)
 class AgentHostSettings:
@@ -387,6 +391,7 @@ class AgentHost:
             async with anyio.create_task_group() as tg:
                 for slot in self._slots:
                     tg.start_soon(_stop_locked, slot)
+            await self.settings.runtime.host_closed(self.spec)
             await anyio.to_thread.run_sync(self._remove_dirs)
 
     def _remove_dirs(self) -> None:

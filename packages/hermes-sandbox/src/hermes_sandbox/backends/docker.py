@@ -88,6 +88,9 @@ class _DockerRuntime:
         self._agent = agent
         self._storage_opt = storage_opt
 
+    async def host_closed(self, host: HostSpec) -> None:
+        """Nothing: a container leaves nothing outside itself and its slot directories."""
+
     async def launch(
         self, name: str, host: HostSpec, paths: SlotPaths, owner: tuple[int, int]
     ) -> _Container:

@@ -13,6 +13,7 @@ is unlinked once it is connected). There is no network. Sandbox state lives unde
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -33,6 +34,7 @@ from hermes_sandbox.backends._root_dir import (
 )
 from hermes_sandbox.backends.agent_host import AgentHost, AgentHostSettings, SlotPaths
 from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.backends.cgroups import CGROUP_FS, subtree_for
 from hermes_sandbox.backends.directory_host import workspaces_mountable
 from hermes_sandbox.backends.gvisor_spec import oci_spec
 from hermes_sandbox.backends.slot_env import SlotEnv
@@ -134,6 +136,10 @@ class _GvisorRuntime:
         self._backend = backend
         self._agent = agent
 
+    async def host_closed(self, host: HostSpec) -> None:
+        root_dir = self._backend.config.root_dir
+        await anyio.to_thread.run_sync(remove_host_cgroups, root_dir, host.host_id)
+
     async def launch(
         self, name: str, host: HostSpec, paths: SlotPaths, owner: tuple[int, int]
     ) -> _Sandbox:
@@ -146,7 +152,7 @@ class _GvisorRuntime:
             owner=owner,
             path_env=config.env.path,
             limits=self._backend.limits,
-            cgroups_path=f"/hermes-gvisor/{name}",
+            cgroups_path=f"{subtree_for(config.root_dir)}/{host.host_id}/{name}",
         )
         bundle = os.path.join(config.root_dir, host.host_id, "bundles", name)
         log = await anyio.to_thread.run_sync(_write_bundle, bundle, spec)
@@ -184,6 +190,38 @@ async def _last_line(path: str) -> str:
     return lines[-1][:300] if lines else "no message"
 
 
+def _cgroup_dirs(relative: str) -> list[str]:
+    """Where runsc makes a relative ``cgroupsPath``: below this process's cgroup in every v1
+    hierarchy."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    dirs = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        mount = os.path.join(CGROUP_FS, controllers.removeprefix("name="))
+        if controllers and os.path.isdir(mount):
+            dirs.append(os.path.normpath(f"{mount}/{path}/{relative}"))
+    return dirs
+
+
+def remove_host_cgroups(root_dir: str, host_id: str) -> None:
+    """Remove the cgroups runsc made for ``host_id``'s sandboxes (the host's directory in every
+    hierarchy, once runsc removed its sandboxes' own). Blocking."""
+    subtree = subtree_for(root_dir)
+    for host_dir in _cgroup_dirs(f"{subtree}/{host_id}"):
+        if not os.path.isdir(host_dir):
+            continue
+        for name in os.listdir(host_dir):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(host_dir, name))
+        for path in (host_dir, os.path.dirname(host_dir)):  # the subtree, once empty
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
 def _host_of(sandbox_name: str) -> str:
     """The host id a sandbox was started for (``<host_id>-<slot>-<suffix>``)."""
     return sandbox_name.rsplit("-", 2)[0]
@@ -203,6 +241,7 @@ async def remove_dead_sandboxes(
             continue
         if not dry_run:
             await _Sandbox(cli, name).remove()
+            await anyio.to_thread.run_sync(remove_host_cgroups, root_dir, _host_of(name))
         removed.append(Removed("sandbox", name))
     return removed
 
