@@ -51,6 +51,17 @@ def test_wrapper_passes_the_command_verbatim_and_reports_timeouts() -> None:
     assert slow.returncode == TIMEOUT_EXIT
 
 
+@pytest.mark.parametrize(
+    "command",
+    ["trap '' TERM; while :; do sleep 0.1; done", "sleep 0.2; kill -9 $$"],
+    ids=["ignores-sigterm", "killed-before-its-time"],
+)
+def test_wrapper_reports_a_sigkilled_timeout_as_a_timeout(command: str) -> None:
+    done = subprocess.run(exec_argv("m4", command, 0.5), capture_output=True, timeout=30)
+    expected = TIMEOUT_EXIT if command.startswith("trap") else 137
+    assert done.returncode == expected, done.stderr
+
+
 def test_reset_empties_a_workspace_with_a_hostile_name(tmp_path: Path) -> None:
     ws = tmp_path / "w s'$(touch PWNED)"
     (ws / "sub").mkdir(parents=True)

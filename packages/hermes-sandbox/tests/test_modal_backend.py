@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import modal.exception
+import psutil
 import pytest
 from hermes_protocols import ConfigError, FileTransfer, SandboxError, Slot, WorkspaceEscape
 from hermes_sandbox.backends.base import HostSpec
@@ -164,6 +165,32 @@ async def test_output_is_capped(tmp_path: Path, fake: Any) -> None:
         assert result.truncated
         assert "output truncated" in result.stdout
         assert len(result.stdout) < 1200
+    finally:
+        await host.close()
+
+
+@pytest.mark.anyio
+async def test_huge_output_is_streamed_not_buffered(tmp_path: Path, fake: Any) -> None:
+    me = psutil.Process()
+    peak = [me.memory_info().rss]
+    stop = anyio.Event()
+
+    async def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            await anyio.sleep(0.01)
+
+    host = await ModalBackend(_config(tmp_path), sdk=fake.sdk()).start_host(_spec())
+    try:
+        before = me.memory_info().rss
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample)
+            result = await host.slot(0).exec("head -c 300000000 /dev/zero; echo END", timeout=120)
+            stop.set()
+        assert result.truncated
+        assert result.stdout.endswith("END\n")
+        grown = (peak[0] - before) >> 20
+        assert grown < 100, f"RSS grew by {grown} MiB for 300 MB of output"
     finally:
         await host.close()
 

@@ -73,10 +73,14 @@ class FakeReader:
         self._stream = stream
         reader_cls: Any = modal.io_streams.StreamReader
         self.read = _checked(reader_cls.read, self._read, method=True)
+        assert hasattr(reader_cls, "__aiter__")  # the real reader streams too
 
     async def _read(self) -> bytes:
         chunks = [chunk async for chunk in self._stream]
         return b"".join(chunks)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._stream.__aiter__()  # type: ignore[no-any-return]
 
 
 class FakeProcess:

@@ -179,7 +179,8 @@ class ModalHost:
                 async with anyio.create_task_group() as tg:
 
                     async def drain(stream: Any, sink: CappedOutput) -> None:
-                        sink.feed(await stream.read.aio())
+                        async for chunk in stream:  # streamed: never more than the cap held
+                            sink.feed(chunk)
 
                     tg.start_soon(drain, proc.stdout, out)
                     tg.start_soon(drain, proc.stderr, err)
