@@ -3,7 +3,9 @@
 One rollout is one structured unit with a timeout per phase. Infrastructure failures (slot
 died, backend down, a phase timed out, setup or verification crashed) are retried in a fresh
 slot up to ``RunnerConfig.max_attempts`` and then reported as
-``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0.
+``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0. An item that brings
+its own image (``ImageEnvironment.image_for``) gets a slot running it from an
+``ImageSlotPool``; an image that cannot be had fails that item as infrastructure.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from hermes_protocols import (
     ConfigError,
     Environment,
     FailureKind,
+    ImageEnvironment,
+    ImageSlotPool,
     Item,
     RolloutFailure,
     Score,
@@ -110,6 +114,7 @@ class RolloutRunner:
     ``run_group(item)`` runs ``group_size`` members of one item, each in its own slot, with
     toolsets resolved once for the group; ``run_items(items, concurrency=C, on_rollout=...)``
     streams many items through the pool and calls back per finished rollout and per group.
+    ``env`` is the environment set up for ``pool`` (:func:`for_pool`).
     """
 
     def __init__(
@@ -122,7 +127,7 @@ class RolloutRunner:
         config: RunnerConfig | None = None,
         distributions: Mapping[str, ToolsetDistribution] | None = None,
     ) -> None:
-        self.env = env
+        self.env = for_pool(env, pool)
         self.pool = pool
         self.agent = agent
         self.toolsets = tuple(toolsets)
@@ -311,7 +316,9 @@ class RolloutRunner:
         timings: dict[str, float] = {}
         start = time.perf_counter()
         try:
-            slot = await self.pool.acquire(trajectory_id, timeout=cfg.acquire_timeout)
+            slot = await self._acquire(item, trajectory_id)
+        except ConfigError:
+            raise
         except Exception as exc:
             raise _InfraFailure("acquire", _describe(exc)) from exc
         timings["acquire_s"] = time.perf_counter() - start
@@ -327,6 +334,19 @@ class RolloutRunner:
             if scope.cancelled_caught:
                 log.warning("releasing slot %s timed out", slot.slot_id)
             timings["release_s"] = time.perf_counter() - released
+
+    async def _acquire(self, item: Item, trajectory_id: str) -> Slot:
+        """A slot of the pool, or one running the item's own image when it brings one."""
+        timeout = self.config.acquire_timeout
+        image = self.env.image_for(item) if isinstance(self.env, ImageEnvironment) else None
+        if image is None:
+            return await self.pool.acquire(trajectory_id, timeout=timeout)
+        if not isinstance(self.pool, ImageSlotPool):
+            raise ConfigError(
+                f"{self.env.name}: item {item.id!r} runs in its own image, which this slot pool "
+                "cannot start; use a sandbox pool that runs images (docker)"
+            )
+        return await self.pool.acquire_image(trajectory_id, image, timeout=timeout)
 
     async def _on_slot(
         self,
@@ -371,6 +391,15 @@ class RolloutRunner:
         if score.failure is FailureKind.INFRASTRUCTURE:
             raise _InfraFailure("verify", score.details or "verifier reported an infra failure")
         return result, score, clock.timings, dict(metadata)
+
+
+def for_pool(env: Environment, pool: SlotPool) -> Environment:
+    """``env`` set up for ``pool``: an environment whose items may bring their own image learns
+    whether the pool runs images (``ImageEnvironment.for_sandbox``)."""
+    if not isinstance(env, ImageEnvironment):
+        return env
+    runs_images = isinstance(pool, ImageSlotPool) and pool.runs_images
+    return env.for_sandbox(runs_images=runs_images)
 
 
 def attempt_seed(seed: int | None, attempt: int) -> int | None:
