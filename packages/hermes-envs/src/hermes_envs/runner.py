@@ -26,8 +26,6 @@ from hermes_protocols import (
     ConfigError,
     Environment,
     FailureKind,
-    ImageEnvironment,
-    ImageSlotPool,
     Item,
     RolloutFailure,
     Score,
@@ -40,6 +38,7 @@ from hermes_protocols import (
 )
 from hermes_protocols.convert import tools_to_openai
 
+from hermes_envs.acquire import SlotUnavailable, acquire_slot, for_pool
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.errors import PhaseTimeout
 from hermes_envs.toolsets import (
@@ -316,11 +315,11 @@ class RolloutRunner:
         timings: dict[str, float] = {}
         start = time.perf_counter()
         try:
-            slot = await self._acquire(item, trajectory_id)
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise _InfraFailure("acquire", _describe(exc)) from exc
+            slot = await acquire_slot(
+                self.env, self.pool, item, trajectory_id, timeout=cfg.acquire_timeout
+            )
+        except SlotUnavailable as exc:
+            raise _InfraFailure("acquire", str(exc)) from exc
         timings["acquire_s"] = time.perf_counter() - start
         try:
             return await self._on_slot(item, toolsets, slot, timings, seed)
@@ -334,19 +333,6 @@ class RolloutRunner:
             if scope.cancelled_caught:
                 log.warning("releasing slot %s timed out", slot.slot_id)
             timings["release_s"] = time.perf_counter() - released
-
-    async def _acquire(self, item: Item, trajectory_id: str) -> Slot:
-        """A slot of the pool, or one running the item's own image when it brings one."""
-        timeout = self.config.acquire_timeout
-        image = self.env.image_for(item) if isinstance(self.env, ImageEnvironment) else None
-        if image is None:
-            return await self.pool.acquire(trajectory_id, timeout=timeout)
-        if not isinstance(self.pool, ImageSlotPool):
-            raise ConfigError(
-                f"{self.env.name}: item {item.id!r} runs in its own image, which this slot pool "
-                "cannot start; use a sandbox pool that runs images (docker)"
-            )
-        return await self.pool.acquire_image(trajectory_id, image, timeout=timeout)
 
     async def _on_slot(
         self,
@@ -391,15 +377,6 @@ class RolloutRunner:
         if score.failure is FailureKind.INFRASTRUCTURE:
             raise _InfraFailure("verify", score.details or "verifier reported an infra failure")
         return result, score, clock.timings, dict(metadata)
-
-
-def for_pool(env: Environment, pool: SlotPool) -> Environment:
-    """``env`` set up for ``pool``: an environment whose items may bring their own image learns
-    whether the pool runs images (``ImageEnvironment.for_sandbox``)."""
-    if not isinstance(env, ImageEnvironment):
-        return env
-    runs_images = isinstance(pool, ImageSlotPool) and pool.runs_images
-    return env.for_sandbox(runs_images=runs_images)
 
 
 def attempt_seed(seed: int | None, attempt: int) -> int | None:

@@ -276,7 +276,7 @@ class TerminalBenchEnv:
                 return Score(
                     reward=0.0,
                     failure=FailureKind.MODEL,
-                    details=f"{APP} was removed, so the tests could not run",
+                    details=f"{APP} is no longer a directory, so the tests could not run",
                 )
         lines = [line for line in output.splitlines() if line.strip()]
         last = lines[-1].strip()[:300] if lines else "no output"
