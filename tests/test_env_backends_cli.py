@@ -2,17 +2,21 @@
 
 ``--env swe_smith_oracle`` on bwrap died in the record writer (bytes in setup metadata) and on
 docker in setup (no ``git`` in the image); ``--env terminal_bench --sandbox docker`` ran every
-task in one image in the host-userland mode. Each run here is one small item: it must write
-its record, summary and report, fail nothing for infrastructure, and (terminal_bench) run the
-task in its own image. Docker runs use the tasks image of ``.ci/docker-tasks.sh``.
+task in one image in the host-userland mode. The commands are the ones docs/environments.md
+shows ("Shipped environments"), run on one small item each: each must write its record,
+summary and report, fail nothing for infrastructure, and (terminal_bench) run the task in its
+own image. Docker runs use the tasks image of ``.ci/docker-tasks.sh``.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,16 +24,33 @@ from .test_env_backends import NO_DOCKER, TASKS_IMAGE
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "apps" / "batch_runner"
+DOC = ROOT / "docs" / "environments.md"
 SMALL = ["--num-items", "1", "--max-turns", "1", "--max-tokens", "16", "--no-progress"]
-DOCKER = ["--sandbox", "docker", "--sandbox-image", TASKS_IMAGE]
+
+
+def _documented() -> dict[tuple[str, str], list[str]]:
+    """The batch runner commands of the doc's shipped-environments block, by (env, sandbox)."""
+    section = DOC.read_text().split("## Shipped environments", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    assert block is not None
+    commands: dict[tuple[str, str], list[str]] = {}
+    for line in block.group(1).replace("\\\n", " ").splitlines():
+        argv = shlex.split(line)
+        assert argv[:3] == ["uv", "run", "apps/batch_runner"], line
+        flags = dict(zip(argv[3::2], argv[4::2], strict=False))
+        commands[(flags["--env"], flags.get("--sandbox", "bwrap"))] = argv[3:]
+    return commands
+
+
+COMMANDS = _documented()
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 needs_docker = pytest.mark.skipif(NO_DOCKER is not None, reason=f"docker: {NO_DOCKER}")
 
 
-def _run(out: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, object]]:
+def _run(out: Path, args: list[str]) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     done = subprocess.run(
-        [sys.executable, str(APP), "--output", str(out), *SMALL, *args],
+        [sys.executable, str(APP), *args, "--output", str(out), *SMALL],
         cwd=out.parent,
         capture_output=True,
         text=True,
@@ -52,20 +73,18 @@ def _run(out: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[
     "sandbox", ["bwrap", pytest.param("docker", marks=needs_docker)], ids=["bwrap", "docker"]
 )
 def test_swe_smith_oracle_runs_and_records_json_only(sandbox: str, tmp_path: Path) -> None:
-    options = json.dumps({"cache_dir": str(tmp_path / "swe-cache")})
-    box = DOCKER if sandbox == "docker" else []
-    _, record = _run(tmp_path / "run", "--env", "swe_smith_oracle", "--env-options", options, *box)
+    _, record = _run(tmp_path / "run", COMMANDS[("swe_smith_oracle", sandbox)])
     assert record["env"] == "swe_smith_oracle"
-    workspace = record["metadata"]["workspace"]  # type: ignore[index]
-    assert set(workspace) == {"repo", "ref", "prefill_messages"}
+    assert set(record["metadata"]["workspace"]) == {"repo", "ref", "prefill_messages"}
 
 
 @needs_docker
 def test_terminal_bench_on_docker_runs_each_task_in_its_own_image(tmp_path: Path) -> None:
-    alias = f"--sandbox-image-alias=ubuntu:24.04={TASKS_IMAGE}"  # collect-errors' FROM
-    done, record = _run(tmp_path / "run", "--env", "terminal_bench", *DOCKER, alias)
+    command = COMMANDS[("terminal_bench", "docker")]
+    assert f"ubuntu:24.04={TASKS_IMAGE}" in command  # the samples' FROM, aliased
+    done, record = _run(tmp_path / "run", command)
     assert "userland" not in done.stderr  # no host-userland warning on docker
-    assert record["metadata"]["workspace"] == {  # type: ignore[index]
+    assert record["metadata"]["workspace"] == {
         "task": "collect-errors",
         "image": "environment/Dockerfile",
         "host_userland": False,
