@@ -86,9 +86,9 @@ async def test_a_task_without_any_image_fails_as_infrastructure(
     (task / "task.toml").write_text("")
     (task / "tests" / "test.sh").write_text("true\n")
     pool = ImagePool(tmp_path / "slots")
-    [rollout] = await RolloutRunner(_env(task), pool, idle_agent, toolsets).run_group(
-        next(_env(task).items(seed=0))
-    )
+    [rollout] = await RolloutRunner(
+        _env(task), pool, idle_agent, toolsets, config=CONFIG
+    ).run_group(next(_env(task).items(seed=0)))
     assert rollout.failure is not None
     assert rollout.failure.kind is FailureKind.INFRASTRUCTURE
     assert "task 'bare' has no image" in rollout.failure.message

@@ -200,7 +200,7 @@ class TerminalBenchEnv:
 
     async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]:
         task = self.task(item)
-        image = task.docker_image or "environment/Dockerfile"
+        image = task.docker_image or ("environment/Dockerfile" if task.dockerfile else None)
         if not self.host_userland:
             await run_checked(slot, "mkdir -p /logs/verifier", timeout=30, what="mkdir /logs")
             return {"task": task.name, "image": image, "host_userland": False}
