@@ -212,3 +212,15 @@ def test_a_lora_adapter_needs_the_embedded_model() -> None:
     argv += ["--openai.base_url", "http://127.0.0.1:1/v1", "--openai.model_name", "m"]
     with pytest.raises(ConfigError, match=r"--env\.lora_adapter needs the embedded model"):
         prepare(argv, HermesWiring())
+
+
+def test_image_aliases_reach_the_docker_backend_from_the_command_line() -> None:
+    aliases = '{"ubuntu:24.04": "hermes-sandbox-tasks:bookworm-v1"}'
+    argv = ["process", "--env.tool_pool_mode", "docker", "--env.sandbox_image_aliases", aliases]
+    _, env, _, _ = prepare(argv, HermesWiring(TOKENS))
+    names = {k[8:]: v for k, v in OPTION_NAMES.items() if k.startswith("sandbox.")}
+    backend = build_sandbox_backend(_spec(env).sandbox, option_names=names)
+    assert backend.config.image_aliases == (  # type: ignore[attr-defined]
+        ("ubuntu:24.04", "hermes-sandbox-tasks:bookworm-v1"),
+    )
+    assert backend.config.alias_option == "--env.sandbox_image_aliases"  # type: ignore[attr-defined]

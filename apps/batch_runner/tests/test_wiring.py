@@ -140,3 +140,26 @@ def test_env_options_reach_the_environment_and_bad_ones_name_the_flag(tmp_path: 
     with pytest.raises(ConfigError, match=r"--env-options: .*unknown task families \['nope'\]"):
         _config(bad, "--env-options", '{"families": ["nope"]}')
     assert not (bad / "run").exists()
+
+
+def test_image_aliases_reach_the_docker_backend_and_name_the_flag(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        "--sandbox",
+        "docker",
+        "--sandbox-image-alias",
+        "ubuntu:24.04=local:1",
+        "--sandbox-image-alias",
+        "python:3.11-slim=local:2",
+    )
+    spec = rollout_spec(config, Credentials())
+    assert spec.sandbox.image_aliases == (
+        ("python:3.11-slim", "local:2"),
+        ("ubuntu:24.04", "local:1"),
+    )
+    names = {k.removeprefix("sandbox."): v for k, v in OPTION_NAMES.items()}
+    backend = build_backend(spec.sandbox, option_names=names)
+    assert backend.config.image_aliases == spec.sandbox.image_aliases  # type: ignore[attr-defined]
+    assert "--sandbox-image-alias NAME=IMAGE" in backend.config.alias_option  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="--sandbox-image-alias takes NAME=IMAGE"):
+        _config(tmp_path, "--sandbox-image-alias", "ubuntu:24.04")

@@ -101,6 +101,10 @@ class SandboxRuntime(Protocol):
         self, name: str, host: HostSpec, paths: SlotPaths, owner: tuple[int, int]
     ) -> Sandbox: ...
 
+    async def prepare_workspace(self, paths: SlotPaths, owner: tuple[int, int]) -> None:
+        """Fill a new, empty workspace (e.g. with an image's files) before a sandbox starts."""
+        ...
+
     async def host_closed(self, host: HostSpec) -> None:
         """Remove what the runtime made for ``host`` outside its sandboxes (after them)."""
         ...
@@ -115,8 +119,10 @@ class AgentHostSettings:
     workspace: str
     limits: ResourceLimits
     env: SlotEnv
-    uid_range: tuple[int, int] | None
-    """Host uids slots run as (one per slot, hashed); ``None``: uid 0 (an image's root)."""
+    uid_range: tuple[int, int]
+    """Host uids slots run as (one per slot, hashed) when hermes runs as root."""
+    slot_user: tuple[int, int] | None
+    """The (uid, gid) every slot runs as instead (an image's own user, or root)."""
     as_root: bool
     """Whether hermes runs as root (else slots run as hermes' uid and own nothing else)."""
     mount_slots: bool
@@ -135,10 +141,10 @@ class AgentSlot(HostFilesSlot):
         self._slot_id = f"{host.host_id}/{index}"
         self.paths = paths
         settings = host.settings
-        if not settings.as_root:
+        if settings.slot_user is not None:
+            self.owner = settings.slot_user
+        elif not settings.as_root:
             self.owner = (os.geteuid(), os.getegid())
-        elif settings.uid_range is None:
-            self.owner = (0, 0)
         else:
             self.owner = _host_dirs.slot_owner(self._slot_id, settings.uid_range)
         dir_owner = self.owner if settings.as_root else None
@@ -338,7 +344,7 @@ class AgentHost:
             await anyio.to_thread.run_sync(host._create_dirs)
             async with anyio.create_task_group() as tg:
                 for slot in host._slots:
-                    tg.start_soon(slot.start)
+                    tg.start_soon(host._start_fresh, slot)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await host.close()
@@ -378,7 +384,12 @@ class AgentHost:
             await slot.stop()
             await anyio.to_thread.run_sync(self._empty_slot_dir, slot)
             self._check_open()
-            await slot.start()
+            await self._start_fresh(slot)
+
+    async def _start_fresh(self, slot: AgentSlot) -> None:
+        """Start ``slot``'s sandbox on its (new, empty) directories."""
+        await self.settings.runtime.prepare_workspace(slot.paths, slot.owner)
+        await slot.start()
 
     async def healthy(self) -> bool:
         return not self._closed and all(slot.alive for slot in self._slots)

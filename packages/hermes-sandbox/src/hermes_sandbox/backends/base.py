@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import attrs
-from hermes_protocols import Slot
+from hermes_protocols import Slot, SlotImage
 
 from hermes_sandbox.budget import MachineBudget
 
@@ -76,4 +76,15 @@ class MachineSlotsBackend(Protocol):
     def fit_budget(self, budget: MachineBudget, slots: int) -> list[str]:
         """Clamp the slot limits so ``slots`` slots fit ``budget`` (called before any host
         starts); one line per limit changed. Raises ``ConfigError`` when they cannot fit."""
+        ...
+
+
+@runtime_checkable
+class ImageHostBackend(HostBackend, Protocol):
+    """A backend whose hosts can run a given image (containers): the pool's
+    :meth:`~hermes_sandbox.SandboxPool.acquire_image` needs one."""
+
+    async def start_image_host(self, spec: HostSpec, image: SlotImage) -> Host:
+        """A host of one slot (``spec.slots == 1``) running ``image``, its workspace at
+        ``image.workdir`` when set; raises ``ImageUnavailable`` when the image cannot be had."""
         ...

@@ -2,7 +2,10 @@
 
 A host is ``slots`` containers (see :mod:`~hermes_sandbox.backends.docker_config`), each with
 ``hermes-exec`` as PID 1 and its writable directories on this machine (see
-:mod:`~hermes_sandbox.backends.agent_host`). Containers carry their owner (pid + start time)
+:mod:`~hermes_sandbox.backends.agent_host`). A host may also run an item's own image
+(:meth:`DockerBackend.start_image_host`: one slot, its workspace where the image says, e.g. a
+task's ``/app``, holding the image's files there; see
+:mod:`~hermes_sandbox.backends.docker_image_files`). Containers carry their owner (pid + start time)
 and user in labels: a sweep removes only containers whose owning process is dead, so a pool
 never removes another live pool's containers, whatever their names.
 """
@@ -12,10 +15,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import anyio
 import attrs
-from hermes_protocols import ConfigError, SandboxError
+from hermes_protocols import ConfigError, SandboxError, SlotImage
 
 from hermes_sandbox.backends import _host_dirs
 from hermes_sandbox.backends._root_dir import BIN_DIR, prepare_root
@@ -36,6 +40,8 @@ from hermes_sandbox.backends.docker_config import (
     DockerConfig,
     run_argv,
 )
+from hermes_sandbox.backends.docker_image_files import ImageFiles
+from hermes_sandbox.backends.docker_images import DockerImages
 from hermes_sandbox.budget import MachineBudget, fit_limits
 from hermes_sandbox.cleanup import Removed, hosts_removed, sweep_directories
 from hermes_sandbox.executor import agent_binary
@@ -80,13 +86,23 @@ class _Container:
         return done.returncode == 0 and done.stdout.strip() == b"true"
 
 
+@attrs.frozen(slots=True, kw_only=True)
 class _DockerRuntime:
-    """Launches slot containers of one backend (a :class:`SandboxRuntime`)."""
+    """Launches the slot containers of one image (a :class:`SandboxRuntime`)."""
 
-    def __init__(self, backend: DockerBackend, agent: str, storage_opt: bool) -> None:
-        self._backend = backend
-        self._agent = agent
-        self._storage_opt = storage_opt
+    backend: DockerBackend
+    agent: str
+    storage_opt: bool
+    image: str
+    workspace: str
+    read_only: bool
+    copy_workdir: bool = False
+    """Fill each new workspace with the image's files at ``workspace`` (an item's own image)."""
+
+    async def prepare_workspace(self, paths: SlotPaths, owner: tuple[int, int]) -> None:
+        if self.copy_workdir:
+            async with ImageFiles(self.backend.config.docker, self.image) as files:
+                await files.copy_dir(self.workspace, paths.workspace, owner)
 
     async def host_closed(self, host: HostSpec) -> None:
         """Nothing: a container leaves nothing outside itself and its slot directories."""
@@ -94,7 +110,7 @@ class _DockerRuntime:
     async def launch(
         self, name: str, host: HostSpec, paths: SlotPaths, owner: tuple[int, int]
     ) -> _Container:
-        config = self._backend.config
+        config = self.backend.config
         labels = {
             POOL_LABEL: host.pool_name,
             HOST_LABEL: host.host_id,
@@ -103,19 +119,22 @@ class _DockerRuntime:
         }
         argv = run_argv(
             config,
+            image=self.image,
+            workspace=self.workspace,
+            read_only=self.read_only,
             name=name,
             labels=labels,
             user=owner,
             paths=paths,
-            agent=self._agent,
-            limits=self._backend.limits,
-            storage_opt=self._storage_opt,
+            agent=self.agent,
+            limits=self.backend.limits,
+            storage_opt=self.storage_opt,
         )
         done = await docker_cli(config.docker, argv[1:], timeout=config.cli_timeout_s)
         if done.returncode != 0:
             with anyio.CancelScope(shield=True):  # `docker run` may have created it anyway
                 await _Container(config.docker, name).remove()
-            raise SandboxError(f"docker run {config.image} failed: {error_text(done)}")
+            raise SandboxError(f"docker run {self.image} failed: {error_text(done)}")
         return _Container(config.docker, name)
 
 
@@ -159,19 +178,38 @@ class DockerSweeper:
         return await remove_dead_containers(self._docker, dry_run=dry_run)
 
 
+@attrs.frozen(slots=True)
+class _Ready:
+    """What the backend learned once, before its first host."""
+
+    agent: str
+    mount_slots: bool
+    as_root: bool
+
+
 class DockerBackend:
-    """Starts :class:`AgentHost` hosts of docker containers; sweeps what dead pools left.
+    """Starts :class:`AgentHost` hosts of docker containers (of ``config.image``, or of an
+    item's own image); sweeps what dead pools left.
 
     Before anything else (the pool's orphan sweep at its start) the backend checks that a
     daemon answers, prepares its root and builds the executor; a missing daemon or compiler
-    fails the pool's start with why.
+    fails the pool's start with why. Images are found, pulled or built by
+    :mod:`~hermes_sandbox.backends.docker_images` when a host first needs them.
     """
 
     def __init__(self, config: DockerConfig | None = None) -> None:
         self.config = config or DockerConfig()
         self.limits = self.config.limits
         self._lock = anyio.Lock()
-        self._settings: AgentHostSettings | None = None
+        self._ready: _Ready | None = None
+        self._storage_opt: bool | None = None
+        self._users: dict[str, tuple[int, int]] = {}
+        self._images = DockerImages(
+            self.config.docker,
+            dict(self.config.image_aliases),
+            pull_timeout_s=self.config.pull_timeout_s,
+            alias_option=self.config.alias_option,
+        )
 
     @property
     def name(self) -> str:
@@ -184,58 +222,109 @@ class DockerBackend:
         )
         return notes
 
-    def _prepare(self) -> tuple[str, bool]:
+    def _prepare(self) -> _Ready:
         root = self.config.root_dir
         prepare_root(root, traversable=False)
         agent = agent_binary(os.path.join(root, BIN_DIR), self.config.executor_binary)
-        return agent, workspaces_mountable(root, self.config.limits.disk_bytes)
+        mount_slots = workspaces_mountable(root, self.config.limits.disk_bytes)
+        return _Ready(agent, mount_slots, os.geteuid() == 0)
 
-    async def ensure_ready(self) -> AgentHostSettings:
+    async def ensure_ready(self) -> _Ready:
         """Check once that a daemon answers; prepare the root and the executor."""
         async with self._lock:
-            if self._settings is not None:
-                return self._settings
-            config = self.config
-            reason = await docker_available(config.docker)
-            if reason is not None:
-                raise SandboxError(f"docker backend: {reason}")
-            as_root = os.geteuid() == 0
-            if config.run_as_root and not as_root:
-                raise ConfigError(
-                    "DockerConfig.run_as_root needs hermes to run as root (the slot directories "
-                    "must belong to the container's root)"
-                )
-            agent, mount_slots = await anyio.to_thread.run_sync(self._prepare)
-            storage_opt = False
-            if not config.read_only_rootfs and config.limits.disk_bytes is not None:
-                storage_opt = await storage_opt_supported(
-                    config.docker, config.image, config.cli_timeout_s
-                )
-                if not storage_opt:
+            if self._ready is None:
+                reason = await docker_available(self.config.docker)
+                if reason is not None:
+                    raise SandboxError(f"docker backend: {reason}")
+                if self.config.run_as_root and os.geteuid() != 0:
+                    raise ConfigError(
+                        "DockerConfig.run_as_root needs hermes to run as root (the slot "
+                        "directories must belong to the container's root)"
+                    )
+                self._ready = await anyio.to_thread.run_sync(self._prepare)
+            return self._ready
+
+    async def _limits_writable_layer(self, image: str) -> bool:
+        """Whether ``--storage-opt size`` works here (probed once; a warning when not)."""
+        async with self._lock:
+            if self._storage_opt is None:
+                config = self.config
+                found = await storage_opt_supported(config.docker, image, config.cli_timeout_s)
+                if not found and config.limits.disk_bytes is not None:
                     logger.warning(
                         "hermes-sandbox: this docker storage driver cannot limit a container's "
-                        "writable layer (--storage-opt size): with read_only_rootfs=False a "
-                        "slot can fill the host disk outside its workspace and /tmp"
+                        "writable layer (--storage-opt size): a slot on a writable image (an "
+                        "item's own, or read_only_rootfs=False) can fill the host disk outside "
+                        "its workspace and /tmp"
                     )
-            self._settings = AgentHostSettings(
-                runtime=_DockerRuntime(self, agent, storage_opt),
-                root_dir=config.root_dir,
-                workspace=config.workspace,
-                limits=config.limits,
-                env=config.env,
-                uid_range=None if config.run_as_root else config.uid_range,
-                as_root=as_root,
-                mount_slots=mount_slots,
-                restore_in_place=config.restores_in_place,
-                max_output_bytes=config.max_output_bytes,
-                max_read_bytes=config.max_read_bytes,
-                start_timeout_s=config.start_timeout_s,
-            )
-            return self._settings
+                self._storage_opt = found
+            return self._storage_opt
+
+    def _settings(self, ready: _Ready, runtime: _DockerRuntime, **fields: Any) -> AgentHostSettings:
+        config = self.config
+        settings = AgentHostSettings(
+            runtime=runtime,
+            root_dir=config.root_dir,
+            workspace=runtime.workspace,
+            limits=self.limits,
+            env=config.env,
+            uid_range=config.uid_range,
+            slot_user=(0, 0) if config.run_as_root else None,
+            as_root=ready.as_root,
+            mount_slots=ready.mount_slots,
+            restore_in_place=config.restores_in_place,
+            max_output_bytes=config.max_output_bytes,
+            max_read_bytes=config.max_read_bytes,
+            start_timeout_s=config.start_timeout_s,
+        )
+        return attrs.evolve(settings, **fields)
 
     async def start_host(self, spec: HostSpec) -> Host:
-        settings = await self.ensure_ready()
-        return await AgentHost.create(spec, attrs.evolve(settings, limits=self.limits))
+        ready = await self.ensure_ready()
+        config = self.config
+        image = await self._images.named(config.image)
+        writable = not config.read_only_rootfs
+        runtime = _DockerRuntime(
+            backend=self,
+            agent=ready.agent,
+            storage_opt=writable and await self._limits_writable_layer(image),
+            image=image,
+            workspace=config.workspace,
+            read_only=not writable,
+        )
+        return await AgentHost.create(spec, self._settings(ready, runtime))
+
+    async def start_image_host(self, spec: HostSpec, image: SlotImage) -> Host:
+        """A host of one slot running ``image`` as its own user, its workspace at
+        ``image.workdir`` (with the image's files there) or the backend's workspace path; the
+        pool removes it on release. Raises ``ImageUnavailable`` naming the image."""
+        if spec.slots != 1:
+            raise ConfigError("a host running an item's own image has one slot")
+        ready = await self.ensure_ready()
+        ref = await self._images.resolve(image)
+        user = await self._image_user(ref)
+        if not ready.as_root and user != (os.geteuid(), os.getegid()):
+            raise ConfigError(
+                f"image {ref} runs as uid {user[0]}: running it needs hermes to run as root "
+                "(its workspace must belong to that user)"
+            )
+        runtime = _DockerRuntime(
+            backend=self,
+            agent=ready.agent,
+            storage_opt=await self._limits_writable_layer(ref),
+            image=ref,
+            workspace=image.workdir or self.config.workspace,
+            read_only=False,
+            copy_workdir=image.workdir is not None,
+        )
+        settings = self._settings(ready, runtime, slot_user=user, restore_in_place=False)
+        return await AgentHost.create(spec, settings)
+
+    async def _image_user(self, image: str) -> tuple[int, int]:
+        if image not in self._users:
+            async with ImageFiles(self.config.docker, image) as files:
+                self._users[image] = await files.user()
+        return self._users[image]
 
     async def sweep_orphans(self, pool_name: str) -> int:
         """Remove containers and directories of dead pools (any name; never a live pool's)."""

@@ -18,6 +18,7 @@ from hermes_protocols import ConfigError
 from hermes_sandbox.backends._host_dirs import SLOT_UID_RANGE
 from hermes_sandbox.backends._root_dir import default_root_dir
 from hermes_sandbox.backends.agent_host import AGENT_PATH, CONTROL_DIR, CONTROL_SOCKET, SlotPaths
+from hermes_sandbox.backends.docker_images import alias_pairs
 from hermes_sandbox.backends.slot_env import SlotEnv
 from hermes_sandbox.file_window import DEFAULT_MAX_READ_BYTES
 from hermes_sandbox.limits import ResourceLimits
@@ -49,6 +50,12 @@ class DockerConfig:
     restored in place (see :mod:`~hermes_sandbox.backends.agent_host`); with ``run_as_root``, a
     writable image, or ``fresh_container_on_reset``, the container is replaced by a fresh one
     of the image (slower: see docs/sandbox.md).
+
+    ``image_aliases`` map image names (``image``, an item's image, a built Dockerfile's
+    ``FROM``) to local images, for a host that cannot pull; ``alias_option`` is how the user
+    sets them (named in errors). An item's own image (``SandboxPool.acquire_image``) runs as
+    its own user (its ``USER``, root when it names none) on a writable image layer, with the
+    files of its workdir copied into the slot's workspace.
     """
 
     image: str = "python:3.12-slim"
@@ -68,6 +75,9 @@ class DockerConfig:
     cli_timeout_s: float = 300.0
     start_timeout_s: float = 120.0
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    image_aliases: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=alias_pairs)
+    alias_option: str = "DockerConfig.image_aliases"
+    pull_timeout_s: float = 600.0
 
     def __attrs_post_init__(self) -> None:
         if not posixpath.isabs(self.workspace) or posixpath.normpath(self.workspace) in (
@@ -96,6 +106,9 @@ def _bind(source: str, target: str, *, readonly: bool = False) -> list[str]:
 def run_argv(
     config: DockerConfig,
     *,
+    image: str,
+    workspace: str,
+    read_only: bool,
     name: str,
     labels: Mapping[str, str],
     user: tuple[int, int],
@@ -118,13 +131,13 @@ def run_argv(
     if limits.slot_processes is not None:
         argv += ["--pids-limit", str(limits.slot_processes)]
     argv += ["--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--log-driver", "none"]
-    if config.read_only_rootfs:
+    if read_only:
         argv.append("--read-only")
     elif storage_opt and limits.disk_bytes is not None:
         argv += ["--storage-opt", f"size={limits.disk_bytes}"]
-    argv += _bind(paths.workspace, config.workspace)
+    argv += _bind(paths.workspace, workspace)
     argv += _bind(paths.tmp, "/tmp") + _bind(paths.tmp, "/var/tmp") + _bind(paths.shm, "/dev/shm")
     argv += _bind(paths.control_dir, CONTROL_DIR, readonly=True)
     argv += _bind(agent, AGENT_PATH, readonly=True)
-    argv += ["--workdir", config.workspace, "--entrypoint", AGENT_PATH, *config.extra_run_args]
-    return [*argv, config.image, "--connect", CONTROL_SOCKET]
+    argv += ["--workdir", workspace, "--entrypoint", AGENT_PATH, *config.extra_run_args]
+    return [*argv, image, "--connect", CONTROL_SOCKET]

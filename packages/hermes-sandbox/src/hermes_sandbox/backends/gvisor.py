@@ -136,6 +136,9 @@ class _GvisorRuntime:
         self._backend = backend
         self._agent = agent
 
+    async def prepare_workspace(self, paths: SlotPaths, owner: tuple[int, int]) -> None:
+        """Nothing: a gvisor slot starts with an empty workspace."""
+
     async def host_closed(self, host: HostSpec) -> None:
         root_dir = self._backend.config.root_dir
         await anyio.to_thread.run_sync(remove_host_cgroups, root_dir, host.host_id)
@@ -330,6 +333,7 @@ class GvisorBackend:
                 limits=config.limits,
                 env=config.env,
                 uid_range=config.uid_range,
+                slot_user=None,
                 as_root=True,
                 mount_slots=mount_slots,
                 restore_in_place=True,
