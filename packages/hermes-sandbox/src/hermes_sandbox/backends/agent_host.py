@@ -392,7 +392,8 @@ class AgentHost:
         await slot.start()
 
     async def healthy(self) -> bool:
-        return not self._closed and all(slot.alive for slot in self._slots)
+        """Every slot's agent is connected (a slot being reset or replaced counts as alive)."""
+        return not self._closed and all(slot.lock.locked() or slot.alive for slot in self._slots)
 
     async def close(self) -> None:
         if self._closed:
