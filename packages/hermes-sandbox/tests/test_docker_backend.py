@@ -236,3 +236,21 @@ async def test_bounded_reads_and_cleanup_of_pools() -> None:
         assert len(await anyio.to_thread.run_sync(_containers, "dk-clean")) == 2  # one per slot
         await pool.release(slot)
     assert await anyio.to_thread.run_sync(_containers, "dk-clean") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+@pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
+async def test_health_checks_during_a_fresh_container_reset_keep_the_host() -> None:
+    backend = DockerBackend(DockerConfig(image=BASE_IMAGE, fresh_container_on_reset=True))
+    config = PoolConfig(name="dk-health", slots_per_host=1, max_hosts=1, health_interval=0.05)
+    async with SandboxPool(backend, config) as pool:
+        slot = await pool.acquire("t0")
+        host = slot.slot_id.split("/")[0]
+        for i in range(1, 4):
+            await pool.release(slot)  # the container is replaced while checks run
+            slot = await pool.acquire(f"t{i}")
+            assert slot.slot_id.split("/")[0] == host, "the host was retired mid-reset"
+            assert (await slot.exec("echo ok", timeout=30)).stdout == "ok\n"
+        await pool.release(slot)
+    assert await anyio.to_thread.run_sync(_containers, "dk-health") == []
