@@ -5,7 +5,9 @@ least pay) and hermes-agent 0.19.0's local terminal tool, installed from PyPI in
 venv (``uv venv`` + ``uv pip install``), never into the project. The remote-server backend is
 measured through sandbox servers started with ``running_server`` on loopback in the same
 process (one with bwrap inside, as deployed, and one with the local backend inside, which
-shows the HTTP round trip alone).
+shows the HTTP round trip alone). Latency samples are interleaved command by command, and the
+throughput runs round by round (raw, local, bwrap, repeated), so the machine's load, recorded
+before and after, hits every variant alike.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ from hermes_sandbox import (
 
 from benchmarks.report import write_section
 
-LATENCY_ROUNDS = 100
+LATENCY_ROUNDS = 200
 CYCLES = 100
 SLOTS = 100
 COMMANDS_PER_SLOT = 50
+THROUGHPUT_ROUNDS = 3
 HERMES_AGENT = "hermes-agent==0.19.0"
 COMMAND = "uv run --frozen --no-sync python -m benchmarks sandbox"
 SERVER_TOKEN = "bench-sandbox-token"
@@ -167,6 +170,9 @@ async def _cycles(backend: HostBackend, name: str, reset: bool) -> float:
 
 
 async def _throughput(backend: HostBackend | None, name: str) -> float:
+    """Commands per second of ``SLOTS`` concurrent workers x ``COMMANDS_PER_SLOT`` commands,
+    pool start (hosts and their sandboxes) and release included; ``None``: raw subprocesses."""
+
     async def raw_worker() -> None:
         for j in range(COMMANDS_PER_SLOT):
             await anyio.run_process(["bash", "-c", f"echo {j}"])
@@ -191,6 +197,20 @@ async def _throughput(backend: HostBackend | None, name: str) -> float:
     return SLOTS * COMMANDS_PER_SLOT / (time.perf_counter() - started)
 
 
+async def _throughputs(root: Path) -> dict[str, list[float]]:
+    rates: dict[str, list[float]] = {"raw": [], "local": [], "bwrap": []}
+    for round_ in range(THROUGHPUT_ROUNDS):  # interleaved rounds, so load drifts hit all alike
+        rates["raw"].append(await _throughput(None, "raw"))
+        for name, backend in _backends(root / f"tput-{round_}").items():
+            rates[name].append(await _throughput(backend, f"bench-tput-{name}"))
+    return rates
+
+
+def _load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} (1 min) / {five:.1f} (5 min)"
+
+
 def _latency_table(samples: dict[str, list[float]]) -> str:
     base = statistics.median(samples["raw `bash -c true`"])
     rows = [
@@ -206,6 +226,7 @@ def _latency_table(samples: dict[str, list[float]]) -> str:
 
 
 async def _run(root: Path) -> str:
+    load_before = _load()
     try:
         samples, agent_note = await _latency(root)
         cycles = {
@@ -218,14 +239,14 @@ async def _run(root: Path) -> str:
                 for name, backend in _backends(root).items()
             }
         )
-        raw_tput = await _throughput(None, "raw")
-        tput = {
-            name: await _throughput(backend, f"bench-tput-{name}")
-            for name, backend in _backends(root).items()
-        }
+        rates = await _throughputs(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    raw_rate = statistics.median(rates["raw"])
     lines = [
+        f"Load average of this shared 2-core machine: {load_before} before, {_load()} after "
+        "(other work was running; the ratios, measured interleaved, are the numbers to read).",
+        "",
         f"### Per-command latency ({LATENCY_ROUNDS} sequential `true` commands, interleaved)",
         "",
         _latency_table(samples),
@@ -248,10 +269,18 @@ async def _run(root: Path) -> str:
         "",
         f"### Throughput: {SLOTS} concurrent slots x {COMMANDS_PER_SLOT} commands",
         "",
-        "| variant | commands/s | vs raw |",
-        "|---|---:|---:|",
-        f"| raw `bash -c` ({SLOTS} concurrent tasks) | {raw_tput:.0f} | 1.00x |",
-        *(f"| {name} | {rate:.0f} | {rate / raw_tput:.2f}x |" for name, rate in tput.items()),
+        f"{THROUGHPUT_ROUNDS} interleaved rounds (raw, local, bwrap; again); each sandboxed round "
+        f"starts its pool ({SLOTS // 25} hosts x 25 slots, every slot's sandbox) and releases "
+        "every slot inside the timed part.",
+        "",
+        "| variant | commands/s (median) | rounds | vs raw |",
+        "|---|---:|---|---:|",
+        *(
+            f"| {'raw `bash -c`' if name == 'raw' else name} | {statistics.median(values):.0f} "
+            f"| {', '.join(f'{v:.0f}' for v in values)} "
+            f"| {statistics.median(values) / raw_rate:.2f}x |"
+            for name, values in rates.items()
+        ),
     ]
     return "\n".join(lines)
 
