@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -123,3 +124,20 @@ async def test_concurrent_commands_of_one_slot_cannot_see_or_kill_each_other(slo
         tg.start_soon(hunter)
     assert results["hunter"].split() == ["0", "1"]  # not visible, nothing to kill
     assert results["sleeper"] == "woke\n"
+
+
+@pytest.mark.slow
+async def test_a_sandbox_outlives_the_worker_threads_of_its_start(slot: Slot) -> None:
+    """bwrap's --die-with-parent fires when the *thread* that started it exits: sandboxes
+    started from anyio worker threads died when anyio retired those threads (idle 10 s)."""
+    await slot.exec("true", timeout=30)
+    agent = slot._agent  # type: ignore[attr-defined]
+    async with anyio.create_task_group() as tg:  # the last worker used gets a younger sibling
+        tg.start_soon(anyio.to_thread.run_sync, time.sleep, 0.1)
+        tg.start_soon(anyio.to_thread.run_sync, time.sleep, 0.5)
+    await anyio.sleep(11)
+    await anyio.to_thread.run_sync(time.sleep, 0)  # retires every other worker idle for 10 s
+    await anyio.sleep(1)
+    later = await slot.exec("echo alive", timeout=30)
+    assert later.stdout == "alive\n"
+    assert slot._agent is agent  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import attrs
@@ -95,6 +96,9 @@ class BwrapBackend:
         self._ready_lock = anyio.Lock()
         self._setup: SandboxSetup | None = None
         self._limits = self.config.limits
+        # Threads that never exit while the process lives: a sandbox dies with the thread that
+        # started it (bwrap's --die-with-parent is a per-thread PR_SET_PDEATHSIG).
+        self._spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hermes-bwrap-spawn")
 
     @property
     def name(self) -> str:
@@ -142,6 +146,7 @@ class BwrapBackend:
             limits=self._limits,
             env=config.env,
             max_output_bytes=config.max_output_bytes,
+            spawner=self._spawner,
             allow_network=config.allow_network,
             disable_userns=config.disable_userns,
             mount_slots=mount_slots,
