@@ -10,14 +10,17 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
+import attrs
 import psutil
 import pytest
 from hermes_protocols import SandboxError, Slot
 from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
-from hermes_sandbox.executor import ExecRequest, ExecutorDied
+from hermes_sandbox.executor import ExecRequest, Executor, ExecutorDied, build_agent, handshake
 from hermes_sandbox.executor.wire import HEADER, encode_request
 
 pytestmark = pytest.mark.anyio
+
+AGENT_CACHE = Path("/tmp/hermes-sandbox-tests/.agent-bin")
 
 
 def test_request_encoding_is_framed_and_refuses_what_the_agent_cannot_take() -> None:
@@ -141,3 +144,44 @@ async def test_a_sandbox_outlives_the_worker_threads_of_its_start(slot: Slot) ->
     later = await slot.exec("echo alive", timeout=30)
     assert later.stdout == "alive\n"
     assert slot._agent is agent  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+async def test_the_agent_without_namespaces_over_a_socket_it_connects_to(
+    tmp_path: Path, leftover_processes: Callable[[str], list[int]]
+) -> None:
+    """How a container backend runs hermes-exec: no capability (no --pidns), control over a
+    unix socket the client listens on (--connect). Orphans still die with their command."""
+    agent_bin = await anyio.to_thread.run_sync(build_agent, str(AGENT_CACHE))
+    socket_path = tmp_path / "control.sock"
+    listener = await anyio.create_unix_listener(socket_path)
+    agent = await anyio.open_process(
+        [agent_bin, "--connect", str(socket_path)], stderr=None, start_new_session=True
+    )
+    try:
+        async with listener:
+            control = await listener.accept()
+        await handshake(control, timeout=30)
+        executor = Executor(control, "direct")
+        token = _token()
+        request = ExecRequest(
+            argv=("bash", "-c", f"(setsid sleep {token} &); sleep {token} & echo started"),
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=str(tmp_path),
+            timeout_s=30,
+            max_output_bytes=1 << 16,
+        )
+        result = await executor.run(request)
+        assert (result.exit_code, result.stdout) == (0, "started\n")
+        assert await _gone(leftover_processes, token)  # the subreaper killed both orphans
+        slow = attrs.evolve(request, argv=("bash", "-c", f"sleep {token}"), timeout_s=0.5)
+        timed = await executor.run(slow)
+        assert (timed.exit_code, timed.timed_out) == (124, True)
+        assert await _gone(leftover_processes, token)
+        await executor.aclose()  # the client goes away: the agent ends
+        with anyio.fail_after(10):
+            assert await agent.wait() == 0
+    finally:
+        if agent.returncode is None:
+            agent.kill()
+        await agent.aclose()

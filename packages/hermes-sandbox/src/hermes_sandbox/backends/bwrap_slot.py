@@ -216,8 +216,10 @@ class BwrapSlot(HostFilesSlot):
             await agent.stop()
 
     def kill_all(self) -> None:
-        # Every process of the slot is in its sandbox's pid namespace, which dies with bwrap.
-        if self._agent is not None:
-            kill_group(self._agent.pid)
+        # Every process of the slot is in its sandbox's pid namespace, which dies with bwrap;
+        # ``stop`` ends it (and reaps it: a reaped pid is never signalled, pids are reused).
+        agent = self._agent
+        if agent is not None and agent.returncode is None:
+            kill_group(agent.pid)
         if self._cgroup is not None:
             self._cgroup.kill_all()
