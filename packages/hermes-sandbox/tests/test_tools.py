@@ -165,3 +165,20 @@ def test_toolsets_and_schemas_are_valid(backend_case: Any) -> None:
     with pytest.raises(ConfigError, match="unknown toolset"):
         resolve_tools(["terminal", "browser"])
     assert [t.schema.name for t in resolve_tools(["terminal", "terminal"])] == ["terminal"]
+
+
+async def test_search_path_is_never_an_option_and_failures_are_errors(run: Any) -> None:
+    """Issue 24 finding 10: ``path="-fprint"`` reached find as an action, and find's errors
+    came back as "0 results"."""
+    await run("write_file", path="a.md", content="x\n")
+    planted = await run("search_files", pattern="*", target="files", path="-fprint")
+    assert planted.is_error
+    assert "-fprint" in _json(planted)["error"]
+    listing = _json(await run("terminal", command="ls -A"))["output"].split()
+    assert listing == ["a.md"]  # find wrote no file (".hermes" is made after ls)
+    for target in ("files", "content"):
+        missing = await run("search_files", pattern="x", target=target, path="no-such-dir")
+        assert missing.is_error, target
+        assert "No such file or directory" in _json(missing)["error"]
+    found = _json(await run("search_files", pattern="*.md", target="files", path="."))
+    assert found["files"] == ["./a.md"]

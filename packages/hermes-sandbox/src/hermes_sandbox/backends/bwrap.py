@@ -12,6 +12,7 @@ with its parent.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import attrs
@@ -94,6 +95,9 @@ class BwrapBackend:
         self._ready_lock = anyio.Lock()
         self._setup: SandboxSetup | None = None
         self._limits = self.config.limits
+        # Threads that never exit while the process lives: a sandbox dies with the thread that
+        # started it (bwrap's --die-with-parent is a per-thread PR_SET_PDEATHSIG).
+        self._spawner = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hermes-bwrap-spawn")
 
     @property
     def name(self) -> str:
@@ -133,6 +137,7 @@ class BwrapBackend:
             limits=self._limits,
             env=config.env,
             max_output_bytes=config.max_output_bytes,
+            spawner=self._spawner,
             allow_network=config.allow_network,
             disable_userns=config.disable_userns,
             mount_slots=mount_slots,

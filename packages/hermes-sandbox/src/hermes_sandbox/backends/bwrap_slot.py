@@ -12,6 +12,7 @@ import os
 import posixpath
 import shlex
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import attrs
@@ -43,6 +44,9 @@ class SandboxSetup:
     limits: ResourceLimits
     env: SlotEnv
     max_output_bytes: int
+    spawner: ThreadPoolExecutor
+    """The threads that start sandboxes; they live as long as the backend's sandboxes
+    (bwrap's ``--die-with-parent`` ties a sandbox to the thread that started it)."""
     allow_network: bool
     disable_userns: bool
     mount_slots: bool
@@ -132,9 +136,9 @@ class BwrapSlot(HostFilesSlot):
         agent = await self._running_agent()
         try:
             result = await agent.executor.run(request)
-        except ExecutorDied:
+        except ExecutorDied as exc:
             await self._discard(agent)
-            raise
+            raise ExecutorDied(f"{exc} (its sandbox exited with {agent.returncode})") from exc
         return await note_if_full(result, self._dir, setup.limits.disk_bytes)
 
     async def _running_agent(self) -> AgentProcess:
@@ -145,7 +149,7 @@ class BwrapSlot(HostFilesSlot):
             if agent is None:
                 self._agent = agent = await self._start()
             elif not agent.alive:
-                code = agent.process.returncode
+                code = agent.returncode
                 await self._discard(agent)
                 raise ExecutorDied(
                     f"the sandbox of slot {self._slot_id} ended between commands (exit {code}); "
@@ -168,6 +172,7 @@ class BwrapSlot(HostFilesSlot):
                 lambda control: self._argv(control, fds),
                 name=f"slot {self._slot_id}",
                 env={"PATH": setup.env.path, _host_dirs.SLOT_MARKER_VAR: self._marker},
+                spawner=setup.spawner,
                 pass_fds=fds,
                 user=self._owner[0] if self._owner else None,
                 group=self._owner[1] if self._owner else None,
@@ -211,8 +216,10 @@ class BwrapSlot(HostFilesSlot):
             await agent.stop()
 
     def kill_all(self) -> None:
-        # Every process of the slot is in its sandbox's pid namespace, which dies with bwrap.
-        if self._agent is not None:
-            kill_group(self._agent.process.pid)
+        # Every process of the slot is in its sandbox's pid namespace, which dies with bwrap;
+        # ``stop`` ends it (and reaps it: a reaped pid is never signalled, pids are reused).
+        agent = self._agent
+        if agent is not None and agent.returncode is None:
+            kill_group(agent.pid)
         if self._cgroup is not None:
             self._cgroup.kill_all()

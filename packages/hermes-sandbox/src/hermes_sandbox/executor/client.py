@@ -109,17 +109,19 @@ class Executor:
             await stream.send(body)
         except (anyio.BrokenResourceError, OSError) as exc:
             raise self._died(exc) from exc
-        failure: BaseException | None = None
-        async with anyio.create_task_group() as tg:
-            if request.stdin is not None:
+        if request.stdin is None:
+            final = await self._frames(reader, sinks)
+        else:
+            failure: BaseException | None = None
+            async with anyio.create_task_group() as tg:
                 tg.start_soon(_feed, stream, request.stdin)
-            try:
-                final = await self._frames(reader, sinks)
-            except SandboxError as exc:  # raised below, not as an exception group
-                failure = exc
-            tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+                try:
+                    final = await self._frames(reader, sinks)
+                except SandboxError as exc:  # raised below, not as an exception group
+                    failure = exc
+                tg.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
         out.total, err.total = final.stdout_total, final.stderr_total
         return ExecResult(
             exit_code=final.code,

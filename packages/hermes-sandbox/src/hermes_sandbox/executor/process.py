@@ -3,6 +3,13 @@
 The process gets the agent's end of a control socketpair (its descriptor number is put on the
 command line by the caller), runs in its own session, and is killed as a whole group on
 :meth:`AgentProcess.stop`.
+
+It is spawned by the caller's *spawner*, a thread pool that lives as long as the processes it
+starts: a spawn that switches user cannot use ``vfork``, so asyncio's spawn would hold the event
+loop until the child has exec'd (100 concurrent sandbox starts took 10 s on a loaded machine),
+and a short-lived worker thread will not do either: ``PR_SET_PDEATHSIG`` (bwrap's
+``--die-with-parent``) fires when the *thread* that forked the process exits, which killed
+sandboxes whenever an idle anyio worker thread ended.
 """
 
 from __future__ import annotations
@@ -10,34 +17,45 @@ from __future__ import annotations
 import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor as SpawnerPool
 
 import anyio
-from anyio.abc import Process, UNIXSocketStream
+from anyio.abc import UNIXSocketStream
 
 from hermes_sandbox._process import kill_group
 from hermes_sandbox.executor.client import Executor, ExecutorDied, handshake
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 120.0
 _STDERR_CAP = 64 << 10
 _REAP_TIMEOUT_S = 10.0
 
 
-async def _stderr_tail(process: Process) -> str:
-    """The last line the process wrote to stderr before it failed (read for up to 5 s)."""
+def _stderr_tail(process: subprocess.Popen[bytes]) -> str:
+    """The last line a dead process wrote to stderr (blocking: run it in a worker thread)."""
     if process.stderr is None:
         return ""
-    data = b""
-    with anyio.move_on_after(5):
-        async for chunk in process.stderr:
-            data = (data + chunk)[-_STDERR_CAP:]
+    data = process.stderr.read()[-_STDERR_CAP:]
     lines = data.decode("utf-8", "replace").strip().splitlines()
     return lines[-1] if lines else ""
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    try:
+        process.wait(timeout=_REAP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return
+
+
+async def _kill_and_reap(process: subprocess.Popen[bytes]) -> None:
+    with anyio.CancelScope(shield=True):
+        kill_group(process.pid)
+        await anyio.to_thread.run_sync(_reap, process)
 
 
 class AgentProcess:
     """One running agent process; :attr:`executor` runs commands through it."""
 
-    def __init__(self, process: Process, executor: Executor) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], executor: Executor) -> None:
         self.process = process
         self.executor = executor
 
@@ -48,21 +66,26 @@ class AgentProcess:
         *,
         name: str,
         env: Mapping[str, str],
+        spawner: SpawnerPool,
         pass_fds: Sequence[int] = (),
         user: int | None = None,
         group: int | None = None,
         cwd: str = "/",
     ) -> AgentProcess:
-        """Start ``argv_for(control_fd)`` and wait for the agent's hello.
+        """Start ``argv_for(control_fd)`` from a thread of ``spawner`` (which must outlive the
+        process) and wait for the agent's hello.
 
         Raises :class:`ExecutorDied` naming the last line of the process's stderr when the
         agent does not come up; nothing is left running then.
         """
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            try:
-                process = await anyio.open_process(
-                    list(argv_for(theirs.fileno())),
+        spawned: list[subprocess.Popen[bytes]] = []
+        argv = list(argv_for(theirs.fileno()))
+
+        def spawn() -> None:
+            spawned.append(
+                subprocess.Popen(
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
@@ -74,36 +97,54 @@ class AgentProcess:
                     group=group,
                     extra_groups=[] if user is not None else None,
                 )
-            finally:
-                theirs.close()
+            )
+
+        try:
+            await anyio.to_thread.run_sync(lambda: spawner.submit(spawn).result())
         except OSError as exc:
             ours.close()
             raise ExecutorDied(f"could not start the command executor of {name}: {exc}") from exc
+        except BaseException:
+            ours.close()
+            if spawned:  # cancelled while the spawn finished in its thread
+                await _kill_and_reap(spawned[0])
+            raise
+        finally:
+            theirs.close()
+        process = spawned[0]
         control = await UNIXSocketStream.from_socket(ours)
         agent = cls(process, Executor(control, name))
         try:
             await handshake(control, START_TIMEOUT_S)
         except ExecutorDied as exc:
-            with anyio.CancelScope(shield=True):
-                why = await _stderr_tail(process)
-                await agent.stop()
+            await agent.stop()
+            why = ""
+            with anyio.move_on_after(5):
+                why = await anyio.to_thread.run_sync(_stderr_tail, process, abandon_on_cancel=True)
             raise ExecutorDied(f"{exc} (exit {process.returncode}: {why or 'no message'})") from exc
         except BaseException:
             await agent.stop()
             raise
         assert process.stderr is not None
-        await process.stderr.aclose()
+        process.stderr.close()
+
         return agent
 
     @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process is gone (reaped here), else ``None``."""
+        return self.process.poll()
+
+    @property
     def alive(self) -> bool:
-        return self.process.returncode is None and not self.executor.dead
+        return self.returncode is None and not self.executor.dead
 
     async def stop(self) -> None:
         """Kill the process group (and so every command) and reap it. Idempotent."""
+        await _kill_and_reap(self.process)
         with anyio.CancelScope(shield=True):
-            kill_group(self.process.pid)
-            with anyio.move_on_after(_REAP_TIMEOUT_S):
-                await self.process.wait()
-            await self.process.aclose()
             await self.executor.aclose()

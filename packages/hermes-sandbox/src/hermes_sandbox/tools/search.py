@@ -1,7 +1,10 @@
 """The ``search_files`` tool: regex search in file contents, or file-name (glob) search.
 
 It runs ``grep``/``find`` inside the slot, so it works on every backend and sees exactly what
-the agent's commands see. Results are paginated with ``limit`` and ``offset``.
+the agent's commands see. Results are paginated with ``limit`` and ``offset``. The search path
+is always an operand (``--`` for grep, ``./`` before a relative path for find, so a path like
+``-fprint`` is never an option or expression), and a search that failed without results (a
+missing path, a bad pattern) is an error result, never "0 results".
 """
 
 from __future__ import annotations
@@ -65,11 +68,16 @@ def _content_command(pattern: str, path: str, file_glob: str | None) -> str:
     return f"grep -rnIE {excludes} {include} -e {shlex.quote(pattern)} -- {shlex.quote(path)}"
 
 
+def _operand(path: str) -> str:
+    """``path`` as find reads it: never an option or expression (``-fprint``, ``!``, ``(``)."""
+    return path if path == "." or path.startswith(("/", "./")) else f"./{path}"
+
+
 def _files_command(pattern: str, path: str) -> str:
     prune = " -o ".join(f"-name {shlex.quote(d)}" for d in _SKIPPED_DIRS)
     return (
-        f"find {shlex.quote(path)} \\( {prune} \\) -prune -o "
-        f"-type f -name {shlex.quote(pattern)} -print | sort"
+        f"find {shlex.quote(_operand(path))} \\( {prune} \\) -prune -o "
+        f"-type f -name {shlex.quote(pattern)} -print"
     )
 
 
@@ -104,10 +112,14 @@ class SearchFilesTool:
             else _files_command(pattern, path)
         )
         result = await slot.exec(command, timeout=self.timeout)
-        if result.timed_out or result.exit_code > 1:
-            message = result.stderr.strip() or f"search failed with exit code {result.exit_code}"
-            return ToolResult(content=json.dumps({"error": message}), is_error=True)
         lines = [line for line in result.stdout.splitlines() if line]
+        if target == "files":
+            lines.sort()
+        # grep exits 1 for "no match"; find only for errors.
+        failed = result.timed_out or result.exit_code > (1 if target == "content" else 0)
+        message = result.stderr.strip() or f"search failed with exit code {result.exit_code}"
+        if failed and not lines:
+            return ToolResult(content=json.dumps({"error": message}), is_error=True)
         page = [line[: self.max_line_chars] for line in lines[offset : offset + limit]]
         payload: dict[str, Any] = {
             "total": len(lines),
@@ -118,6 +130,8 @@ class SearchFilesTool:
             payload["next_offset"] = offset + len(page)
         if result.truncated:
             payload["note"] = "search output was truncated; narrow the pattern or path"
+        if failed:
+            payload["errors"] = message[:2000]
         return ToolResult(
             content=json.dumps(payload, ensure_ascii=False),
             metadata={"total": len(lines), "returned": len(page)},

@@ -2,14 +2,18 @@
 
 The shell state (working directory and exported variables) of a trajectory is saved in the
 workspace under ``.hermes/terminal`` after every command and restored before the next one, so
-it needs no state in Python and survives on every backend. Output (stdout and stderr merged) is
-capped with head + tail and a notice; a timeout kills the whole process group (exit code 124).
+it needs no state in Python and survives on every backend. The state is written to new files
+and renamed into place, so a save that fails (a full disk) keeps the previous state whole, and
+the result says the command's ``cd``/``export`` were lost instead of dropping them silently.
+Output (stdout and stderr merged) is capped with head + tail and a notice; a timeout kills the
+whole process group (exit code 124).
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import secrets
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -50,7 +54,13 @@ TERMINAL_SCHEMA = ToolSchema(
 )
 
 
-def _script(state_dir: str, command: str, workdir: str | None) -> str:
+STATE_LOST = (
+    "the command ran, but its working directory and exports could not be saved (the disk is "
+    "full?): the next command starts from the previous state; free space, then repeat cd/export"
+)
+
+
+def _script(state_dir: str, command: str, workdir: str | None, lost_marker: str) -> str:
     state = shlex.quote(state_dir)
     lines = [
         "exec 2>&1",
@@ -59,9 +69,11 @@ def _script(state_dir: str, command: str, workdir: str | None) -> str:
         ">/dev/null 2>&1",
         'if [ -f "$__HERMES_TERMINAL_STATE/cwd" ]; then IFS= read -r __hermes_cwd '
         '< "$__HERMES_TERMINAL_STATE/cwd" && cd "$__hermes_cwd" 2>/dev/null; fi',
-        "__hermes_save() { __rc=$?; "
-        '{ [ -d "$__HERMES_TERMINAL_STATE" ] || mkdir -p "$__HERMES_TERMINAL_STATE"; } && '
-        'pwd > "$__HERMES_TERMINAL_STATE/cwd" && export -p > "$__HERMES_TERMINAL_STATE/env"; '
+        "__hermes_save() { __rc=$?; __s=$__HERMES_TERMINAL_STATE; "
+        'if { { [ -d "$__s" ] || mkdir -p "$__s"; } && pwd > "$__s/cwd.new" && '
+        'export -p > "$__s/env.new" && mv -f "$__s/cwd.new" "$__s/cwd" && '
+        'mv -f "$__s/env.new" "$__s/env"; } 2>/dev/null; then :; '
+        f'else rm -f "$__s/cwd.new" "$__s/env.new" 2>/dev/null; echo {lost_marker}; fi; '
         "exit $__rc; }",
         "trap __hermes_save EXIT",
     ]
@@ -98,15 +110,21 @@ class TerminalTool:
         state_dir = posixpath.join(slot.workspace, STATE_DIR)
         if workdir is not None:
             workdir = posixpath.join(slot.workspace, workdir)
-        result = await slot.exec(_script(state_dir, command, workdir), timeout=timeout)
-        output, capped = cap_text(result.stdout + result.stderr, self.max_output_chars)
+        marker = f"hermes-terminal-state-lost-{secrets.token_hex(8)}"
+        script = _script(state_dir, command, workdir, marker)
+        result = await slot.exec(script, timeout=timeout)
+        merged = result.stdout + result.stderr
+        lost = marker in merged
+        output, capped = cap_text(merged.replace(f"{marker}\n", ""), self.max_output_chars)
         error = None
         if result.timed_out:
             error = f"command timed out after {timeout}s and was killed (exit code 124)"
+        elif lost:
+            error = STATE_LOST
         payload = {"output": output, "exit_code": result.exit_code, "error": error}
         return ToolResult(
             content=json.dumps(payload, ensure_ascii=False),
-            is_error=result.timed_out,
+            is_error=error is not None,
             metadata={
                 "exit_code": result.exit_code,
                 "timed_out": result.timed_out,
