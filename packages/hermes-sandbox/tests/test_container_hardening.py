@@ -407,3 +407,48 @@ async def test_timeouts_are_reported_whatever_the_command_does(
         after = await slot.exec("echo alive", timeout=30)
         assert after.stdout == "alive\n"
         await pool.release(slot)
+
+
+# --- beyond the audit: the agent, escaped children, kernel features --------------------------
+
+
+async def test_the_agent_cannot_be_killed_traced_or_read_from_inside(
+    kind: str, sandbox_root: Path
+) -> None:
+    async with _pool(kind, sandbox_root, _name("pid1")) as pool:
+        slot = await pool.acquire("t")
+        await slot.exec("kill -9 1; kill -9 -1", timeout=30)  # PID 1 ignores it, or EPERM
+        assert (await slot.exec("echo survived", timeout=30)).stdout == "survived\n"
+        environ = await slot.exec("cat /proc/1/environ", timeout=30)
+        if kind == "docker":  # same uid as the commands, but not dumpable
+            assert "Permission denied" in environ.stderr, environ
+        else:  # gVisor shows it (another uid): the agent's fixed environment, nothing else
+            names = {entry.split("=")[0] for entry in environ.stdout.split("\0") if entry}
+            assert names <= {"PATH", "HOME"}, names
+        assert (await slot.exec("echo alive", timeout=30)).stdout == "alive\n"
+        await pool.release(slot)
+
+
+async def test_escaped_children_die_with_their_command(kind: str, sandbox_root: Path) -> None:
+    token = f"{random.randint(10_000, 99_999)}.{random.randint(100, 999)}"
+    escape = f"setsid env -i sleep {token} </dev/null >/dev/null 2>&1 & sleep 0.5; echo started"
+    async with _pool(kind, sandbox_root, _name("esc")) as pool:
+        slot = await pool.acquire("t")
+        assert (await slot.exec(escape, timeout=30)).stdout == "started\n"
+        procs = await slot.exec("cat /proc/[0-9]*/cmdline | tr '\\0' ' '", timeout=30)
+        assert token not in procs.stdout
+        assert not _host_processes(token)
+        await pool.release(slot)
+
+
+async def test_no_nested_user_namespace_no_mount_no_root(kind: str, sandbox_root: Path) -> None:
+    async with _pool(kind, sandbox_root, _name("ns")) as pool:
+        slot = await pool.acquire("t")
+        nested = await slot.exec("unshare -Ur id -u", timeout=30)
+        # gVisor's own kernel offers user namespaces: uid 0 in one is gVisor's, never the host's
+        assert nested.exit_code != 0 or kind == "gvisor", nested
+        mounted = await slot.exec("mkdir -p /tmp/m && mount -t tmpfs none /tmp/m", timeout=30)
+        assert mounted.exit_code != 0, mounted
+        setuid = await slot.exec("su -c true root </dev/null", timeout=30)
+        assert setuid.exit_code != 0, setuid
+        await pool.release(slot)

@@ -125,6 +125,9 @@ class AgentHostSettings:
     """The (uid, gid) every slot runs as instead (an image's own user, or root)."""
     as_root: bool
     """Whether hermes runs as root (else slots run as hermes' uid and own nothing else)."""
+    switch_user: bool = False
+    """The agent runs as the sandbox's root and switches each command to the slot's user (so
+    no command can signal it: gVisor, whose PID 1 is killable from inside)."""
     mount_slots: bool
     restore_in_place: bool
     max_output_bytes: int
@@ -212,6 +215,7 @@ class AgentSlot(HostFilesSlot):
             max_output_bytes=settings.max_output_bytes,
             rlimits=settings.limits.rlimits(),
             stdin=stdin,
+            user=self.owner if settings.switch_user else None,
         )
         result = await self._live().run(request)
         return await note_if_full(result, self.paths.slot_dir, self._host.disk_bytes)
@@ -226,6 +230,7 @@ class AgentSlot(HostFilesSlot):
                     cwd="/",
                     timeout_s=_RESTORE_TIMEOUT_S,
                     max_output_bytes=4096,
+                    user=self.owner if self._host.settings.switch_user else None,
                 )
             )
         except SandboxError:

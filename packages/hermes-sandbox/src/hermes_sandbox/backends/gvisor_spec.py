@@ -1,7 +1,9 @@
 """The OCI runtime spec (``config.json``) of one gVisor slot sandbox.
 
-The slot's process is ``hermes-exec`` as PID 1, an unprivileged uid with no capabilities and
-``no_new_privs``; the root filesystem is read-only; the slot's host directories are bound at
+The slot's process is ``hermes-exec`` as PID 1, the sandbox's root with only what it needs to
+start its commands as the slot's unprivileged uid (with no capabilities and ``no_new_privs``)
+and to kill them: gVisor lets a process kill its namespace's PID 1 when it may signal it, so
+no command may; the root filesystem is read-only; the slot's host directories are bound at
 the workspace, ``/tmp``, ``/var/tmp`` and ``/dev/shm``, its control directory and the agent
 read-only; new pid, network (none), ipc, uts and mount namespaces of gVisor's own kernel; the
 slot limits as the sandbox's cgroup resources.
@@ -15,7 +17,9 @@ from hermes_sandbox.backends.agent_host import AGENT_PATH, CONTROL_DIR, CONTROL_
 from hermes_sandbox.limits import ResourceLimits
 
 _CPU_PERIOD_US = 100_000
-_CAPABILITY_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
+_AGENT_CAPABILITIES = ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_KILL"]
+"""What the agent needs to start commands as the slot's user and to kill them, in gVisor's
+kernel (its commands keep none of them)."""
 
 
 def _bind(source: str, target: str, *, readonly: bool = False) -> dict[str, Any]:
@@ -42,22 +46,25 @@ def oci_spec(
     workspace: str,
     paths: SlotPaths,
     agent: str,
-    owner: tuple[int, int],
     path_env: str,
     limits: ResourceLimits,
     cgroups_path: str,
 ) -> dict[str, Any]:
-    """The spec of a slot sandbox running the agent on ``paths`` as ``owner``."""
-    uid, gid = owner
+    """The spec of a slot sandbox running the agent on ``paths``."""
+    caps = _AGENT_CAPABILITIES
     return {
         "ociVersion": "1.0.2",
         "process": {
-            "user": {"uid": uid, "gid": gid, "additionalGids": []},
-            "args": [AGENT_PATH, "--connect", CONTROL_SOCKET],
+            "user": {"uid": 0, "gid": 0, "additionalGids": []},
+            "args": [AGENT_PATH, "--drop-caps", "--connect", CONTROL_SOCKET],
             "env": [f"PATH={path_env}"],
             "cwd": "/",
             "noNewPrivileges": True,
-            "capabilities": {name: [] for name in _CAPABILITY_SETS},
+            "capabilities": {
+                **dict.fromkeys(("bounding", "effective", "permitted"), caps),
+                "inheritable": [],
+                "ambient": [],
+            },
         },
         "root": {"path": rootfs, "readonly": True},
         "hostname": "sandbox",

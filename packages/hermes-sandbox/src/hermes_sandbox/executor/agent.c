@@ -241,6 +241,7 @@ static int start_command(exec_t *e) {
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (pid < 0) return -1;
     if (pid == 0) {
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); /* its own /proc/self/fd, before close_from */
         signal(SIGPIPE, SIG_DFL);
         sigset_t none; sigemptyset(&none); sigprocmask(SIG_SETMASK, &none, NULL);
         int stdin_fd = e->stdin_wanted ? in[0] : open("/dev/null", O_RDONLY);
@@ -654,6 +655,9 @@ int main(int argc, char **argv) {
     sigset_t chld; sigemptyset(&chld); sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, NULL);
     if (!g_pidns && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) die("PR_SET_CHILD_SUBREAPER");
+    /* Commands may run as the agent's own uid (docker, gVisor): not dumpable, the agent cannot
+     * be traced or read through /proc by them. Each command is dumpable again (below). */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) die("PR_SET_DUMPABLE");
     if ((g_sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) die("signalfd");
     if ((g_epoll = epoll_create1(EPOLL_CLOEXEC)) < 0) die("epoll_create1");
     fcntl(g_control, F_SETFD, FD_CLOEXEC);
