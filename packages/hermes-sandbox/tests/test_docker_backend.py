@@ -24,6 +24,7 @@ from hermes_sandbox.backends.docker import (
     docker_available,
 )
 from hermes_sandbox.backends.docker_config import run_argv
+from hermes_sandbox.budget import MachineBudget
 from hermes_sandbox.cleanup import Removed
 from hermes_sandbox.file_window import FileTooLarge
 
@@ -66,15 +67,20 @@ def _containers(pool_name: str) -> list[str]:
     return listing.stdout.split()
 
 
-def _argv(config: DockerConfig, *, storage_opt: bool = False) -> list[str]:
+def _argv(
+    config: DockerConfig, *, storage_opt: bool = False, limits: ResourceLimits | None = None
+) -> list[str]:
     return run_argv(
         config,
+        image=config.image,
+        workspace=config.workspace,
+        read_only=config.read_only_rootfs,
         name="dk--h0-0-abc",
         labels={POOL_LABEL: "dk", HOST_LABEL: "dk--h0"},
         user=(200123, 200123),
         paths=SlotPaths("/srv/dk--h0/slots/0", "/srv/dk--h0/ctl/0"),
         agent="/srv/.bin/hermes-exec-1234",
-        limits=config.limits,
+        limits=limits or config.limits,
         storage_opt=storage_opt,
     )
 
@@ -108,6 +114,17 @@ def test_run_argv_isolates_limits_and_labels() -> None:
     assert "--read-only" not in writable
     assert f"--storage-opt size={300 << 20}" in " ".join(writable)
     assert "--storage-opt" not in _argv(DockerConfig(read_only_rootfs=False), storage_opt=False)
+
+
+def test_slot_limits_are_fitted_to_the_machine() -> None:
+    backend = DockerBackend(DockerConfig(limits=ResourceLimits(slot_cpus=8.0)))
+    notes = backend.fit_budget(MachineBudget(memory_bytes=4 << 30, cpus=2), 8)
+    assert backend.limits.slot_memory_bytes == (4 << 30) // 8
+    assert backend.limits.slot_cpus == 2
+    assert len(notes) >= 2
+    argv = " ".join(_argv(backend.config, limits=backend.limits))
+    assert f"--memory {(4 << 30) // 8} " in argv
+    assert "--cpus 2 " in argv
 
 
 def test_which_configurations_restore_in_place() -> None:
