@@ -128,9 +128,10 @@ async def test_output_is_capped_head_and_tail(make_pool: Callable[..., SlotPool]
         await pool.release(slot)
 
 
-async def _use(pool: SlotPool, i: int, results: dict[int, Any]) -> None:
-    slot: Slot = await pool.acquire(f"traj-{i}", timeout=120)
+async def _use(pool: SlotPool, i: int, results: dict[int, Any], all_in: _Barrier) -> None:
+    slot: Slot = await pool.acquire(f"traj-{i}", timeout=300)
     try:
+        await all_in.wait()  # all 100 hold a slot at once: the pool needs its 4 hosts
         await slot.write_file("id.txt", f"{i}\n".encode())
         result = await slot.exec("cat id.txt; ls | wc -l", timeout=60)
         results[i] = result.stdout.split()
@@ -138,12 +139,29 @@ async def _use(pool: SlotPool, i: int, results: dict[int, Any]) -> None:
         await pool.release(slot)
 
 
+class _Barrier:
+    """Released once ``count`` tasks wait on it (slow starters, e.g. containers, cannot let
+    the first host serve every trajectory before the others are up)."""
+
+    def __init__(self, count: int) -> None:
+        self._left = count
+        self._done = anyio.Event()
+
+    async def wait(self) -> None:
+        self._left -= 1
+        if self._left == 0:
+            self._done.set()
+        with anyio.fail_after(300):
+            await self._done.wait()
+
+
 async def test_hundred_slots_concurrently(make_pool: Callable[..., SlotPool]) -> None:
     results: dict[int, Any] = {}
+    all_in = _Barrier(100)
     async with make_pool(slots_per_host=25, max_hosts=4) as pool:
         async with anyio.create_task_group() as tg:
             for i in range(100):
-                tg.start_soon(_use, pool, i, results)
+                tg.start_soon(_use, pool, i, results, all_in)
         stats = pool.stats()
         assert stats.hosts == 4
         assert stats.slots_total == 100
