@@ -31,25 +31,25 @@ from typing import Protocol
 
 import anyio
 import attrs
-from anyio.abc import SocketAttribute, UNIXSocketStream
+from anyio.abc import SocketAttribute
 from hermes_protocols import ExecResult, SandboxError
 
 from hermes_sandbox._paths import relative_slot_path
 from hermes_sandbox.backends import _host_dirs
+from hermes_sandbox.backends._control_socket import SOCKET_NAME, accept_agent, listen
 from hermes_sandbox.backends._removal import remove_tree
 from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
 from hermes_sandbox.backends._workspace_fs import note_if_full, unmount_beneath
 from hermes_sandbox.backends.base import HostSpec
 from hermes_sandbox.backends.slot_env import SlotEnv
-from hermes_sandbox.executor import ExecRequest, Executor, ExecutorDied, handshake
+from hermes_sandbox.executor import ExecRequest, Executor, handshake
 from hermes_sandbox.limits import ResourceLimits
 
 AGENT_PATH = "/.hermes/exec"
 """Where the agent binary is bound (read-only) in a slot's sandbox."""
 CONTROL_DIR = "/.hermes/ctl"
 """Where the slot's control directory is bound (read-only) in its sandbox."""
-_SOCKET = "s"
-CONTROL_SOCKET = f"{CONTROL_DIR}/{_SOCKET}"
+CONTROL_SOCKET = f"{CONTROL_DIR}/{SOCKET_NAME}"
 """The socket the agent connects to."""
 _HELLO_TIMEOUT_S = 30.0
 _RESTORE_TIMEOUT_S = 60.0
@@ -248,7 +248,7 @@ class AgentSlot(HostFilesSlot):
     async def start(self) -> None:
         """Launch a fresh sandbox on the slot's directories and connect to its agent."""
         settings = self._host.settings
-        listener, path = await anyio.to_thread.run_sync(_listen, self.paths.control_dir)
+        listener, path = await anyio.to_thread.run_sync(listen, self.paths.control_dir)
         name = f"{self.slot_id.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
         sandbox: Sandbox | None = None
         try:
@@ -256,7 +256,9 @@ class AgentSlot(HostFilesSlot):
                 sandbox = await settings.runtime.launch(
                     name, self._host.spec, self.paths, self.owner
                 )
-                control = await _accept(listener, sandbox, name, settings.start_timeout_s)
+                control = await accept_agent(
+                    listener, sandbox.running, name, settings.start_timeout_s
+                )
             os.unlink(path)  # nothing in the sandbox can connect again
             await handshake(control, _HELLO_TIMEOUT_S)
         except BaseException:
@@ -278,47 +280,6 @@ class AgentSlot(HostFilesSlot):
             if self._executor is not None:
                 await self._executor.aclose()
             self._executor, self._sandbox, self._control = None, None, None
-
-
-def _listen(control_dir: str) -> tuple[socket.socket, str]:
-    """A listening unix socket ``<control_dir>/s`` (bound through a directory descriptor, so
-    the path length of a deep root does not matter). Blocking."""
-    path = os.path.join(control_dir, _SOCKET)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    fd = os.open(control_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        sock.bind(f"/proc/self/fd/{fd}/{_SOCKET}")
-        os.chmod(path, 0o777)  # the slot's uid connects; the directory is what guards it
-        sock.listen(1)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    finally:
-        os.close(fd)
-    return sock, path
-
-
-async def _accept(
-    listener: socket.socket, sandbox: Sandbox, name: str, timeout: float
-) -> UNIXSocketStream:
-    """The agent's connection, watching the sandbox while it starts."""
-    with anyio.move_on_after(timeout):
-        while True:
-            with anyio.move_on_after(0.5):
-                await anyio.wait_readable(listener)
-            try:
-                conn, _ = listener.accept()
-            except BlockingIOError:
-                if not await sandbox.running():
-                    raise SandboxError(
-                        f"sandbox {name} ended before its command executor connected"
-                    ) from None
-                continue
-            return await UNIXSocketStream.from_socket(conn)
-    raise ExecutorDied(f"the command executor of sandbox {name} did not connect in {timeout}s")
 
 
 class AgentHost:
