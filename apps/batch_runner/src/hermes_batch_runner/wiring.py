@@ -30,11 +30,11 @@ from hermes_rollouts import (
     ToolsetSpec,
     derive_seed,
     open_session,
+    rollout_id,
 )
 from hermes_sandbox.factory import SandboxSpec
 
 from hermes_batch_runner.config import RunConfig
-from hermes_batch_runner.records import rollout_id
 
 #: seconds the runner's agent phase adds to --rollout-timeout (the loop stops itself first)
 AGENT_PHASE_MARGIN_S = 60.0

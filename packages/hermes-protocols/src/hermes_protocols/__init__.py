@@ -48,7 +48,7 @@ from hermes_protocols.inference import (
     Tokenizer,
     Usage,
 )
-from hermes_protocols.json_types import JSONObject, JSONValue
+from hermes_protocols.json_types import JSONObject, JSONValue, json_problem
 from hermes_protocols.messages import Message, Role, ToolCall
 from hermes_protocols.parsing import (
     ContentDelta,
@@ -138,4 +138,5 @@ __all__ = [
     "TurnStats",
     "Usage",
     "WorkspaceEscape",
+    "json_problem",
 ]

@@ -31,6 +31,12 @@ from hermes_rollouts.spec import (
     SamplingSpec,
     ToolsetSpec,
 )
+from hermes_rollouts.trajectory_record import (
+    RecordError,
+    encode_record,
+    rollout_id,
+    rollout_record,
+)
 from hermes_rollouts.validation import (
     TOOLSET_NAMES,
     environment_names,
@@ -50,6 +56,7 @@ __all__ = [
     "ModelOpener",
     "PoolSpec",
     "PreflightError",
+    "RecordError",
     "RolloutSession",
     "RolloutSpec",
     "SamplingSpec",
@@ -59,12 +66,15 @@ __all__ = [
     "default_prefill",
     "default_toolsets",
     "derive_seed",
+    "encode_record",
     "environment_names",
     "get_parser",
     "load_dataset",
     "model_view",
     "open_session",
     "parser_names",
+    "rollout_id",
+    "rollout_record",
     "root_error",
     "spec_problems",
     "system_prompt",
