@@ -14,6 +14,15 @@ from hermes_rollouts.environment import (
     default_prefill,
     default_toolsets,
 )
+from hermes_rollouts.plugin_loading import ENTRY_POINT_GROUP, PluginError
+from hermes_rollouts.plugins import (
+    EnvironmentInfo,
+    EnvironmentPlugin,
+    available_environments,
+    environment_names,
+    environments_text,
+    resolve_environment,
+)
 from hermes_rollouts.preflight import PreflightError
 from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
 from hermes_rollouts.session import (
@@ -39,7 +48,8 @@ from hermes_rollouts.trajectory_record import (
 )
 from hermes_rollouts.validation import (
     TOOLSET_NAMES,
-    environment_names,
+    SpecCheck,
+    check_spec,
     parser_names,
     spec_problems,
     validate,
@@ -47,32 +57,41 @@ from hermes_rollouts.validation import (
 
 __all__ = [
     "EMBEDDED_TOOLSETS",
+    "ENTRY_POINT_GROUP",
     "TOOLSET_NAMES",
     "AgentBudgets",
     "Credentials",
     "DatasetEnvironment",
+    "EnvironmentInfo",
+    "EnvironmentPlugin",
     "EnvironmentSpec",
     "LoadedDataset",
     "ModelOpener",
+    "PluginError",
     "PoolSpec",
     "PreflightError",
     "RecordError",
     "RolloutSession",
     "RolloutSpec",
     "SamplingSpec",
+    "SpecCheck",
     "ToolsetSpec",
+    "available_environments",
     "build_environment",
+    "check_spec",
     "conversations",
     "default_prefill",
     "default_toolsets",
     "derive_seed",
     "encode_record",
     "environment_names",
+    "environments_text",
     "get_parser",
     "load_dataset",
     "model_view",
     "open_session",
     "parser_names",
+    "resolve_environment",
     "rollout_id",
     "rollout_record",
     "root_error",
