@@ -104,7 +104,10 @@ def test_options_errors_name_the_users_option(env_file: Path) -> None:
 def test_module_targets_env_specs_factories_and_instances(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _write(tmp_path / "site" / "counting.py", ENV_SOURCE + textwrap.dedent('''
+    _write(
+        tmp_path / "site" / "counting.py",
+        ENV_SOURCE
+        + textwrap.dedent('''
         from hermes_envs import EnvSpec
 
         SPEC = EnvSpec("counting", CountConfig, CountEnv, "counting, as an EnvSpec")
@@ -113,7 +116,8 @@ def test_module_targets_env_specs_factories_and_instances(
         def make() -> CountEnv:
             """A factory without options."""
             return CountEnv(CountConfig(lines=5))
-    '''))
+    '''),
+    )
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     spec = resolve_environment("counting:SPEC")
     assert (spec.spec.name, spec.spec.description) == ("counting", "counting, as an EnvSpec")
@@ -139,7 +143,9 @@ def _error(reference: str, option: str = "--env") -> str:
 def test_each_bad_reference_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     site = tmp_path / "site"
     _write(site / "needs_numpyish.py", "import not_installed_dependency_x\n")
-    _write(site / "shapes.py", '''
+    _write(
+        site / "shapes.py",
+        """
         import socket
         import attrs
 
@@ -176,7 +182,8 @@ def test_each_bad_reference_is_one_line(tmp_path: Path, monkeypatch: pytest.Monk
             def __init__(self, config) -> None: ...
 
         NOT_AN_ENV = object()
-    ''')
+    """,
+    )
     monkeypatch.syspath_prepend(str(site))
     expectations = {
         "no_such_module_q:Env": "--env: no module named 'no_such_module_q'",
