@@ -18,7 +18,7 @@ import anyio
 from hermes_loop import ModelSpec
 from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
-from hermes_protocols import Item, ScoredRollout
+from hermes_protocols import Environment, Item, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     Credentials,
@@ -199,10 +199,10 @@ class SessionComponents:
 
 @asynccontextmanager
 async def real_components(
-    config: RunConfig, *, credentials: Credentials
+    config: RunConfig, *, credentials: Credentials, environment: Environment | None = None
 ) -> AsyncIterator[SessionComponents]:
-    """Open the session of ``config``; the pool and the model are released on exit."""
-    async with open_session(
-        rollout_spec(config, credentials), option_names=OPTION_NAMES
-    ) as session:
+    """Open the session of ``config`` (with ``environment``: the one the command line already
+    resolved from it); the pool and the model are released on exit."""
+    spec = rollout_spec(config, credentials)
+    async with open_session(spec, option_names=OPTION_NAMES, environment=environment) as session:
         yield SessionComponents(config, session)

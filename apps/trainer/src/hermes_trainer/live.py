@@ -35,7 +35,8 @@ from hermes_trainer.source import Collected, Weights
 
 #: the trainer's options, for the assembly's error messages
 OPTION_NAMES = {
-    "environment.options": "--families / --difficulties",
+    "environment.name": "--env",
+    "environment.options": "--env-options",
     "environment.prefill_messages": "--prefill-messages",
     "budgets.max_turns": "--max-turns",
     "budgets.max_tokens_per_turn": "--max-tokens",
@@ -57,12 +58,8 @@ def rollout_spec(config: TrainConfig) -> RolloutSpec:
         ),
         pool=PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
         environment=EnvironmentSpec(
-            name="endless_terminals",
-            options={
-                "families": list(config.families),
-                "difficulties": list(config.difficulties),
-                "toolsets": ["terminal"],
-            },
+            name=config.env,
+            options=config.environment_options,
             system_prompt=config.system_prompt,
             prefill_messages=config.prefill_messages,
         ),

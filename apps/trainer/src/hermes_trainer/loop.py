@@ -19,9 +19,10 @@ import anyio
 import anyio.to_thread
 import attrs
 from hermes_loop.embedded.model_file import resolve_model_path
+from hermes_rollouts import reference_slug
 
 from hermes_trainer.atropos_feed import open_atropos_feed
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import ENDLESS, TrainConfig
 from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
@@ -209,6 +210,8 @@ def _title(config: TrainConfig) -> str:
     if config.trajectories:
         names = ", ".join(path.name for path in config.trajectories)
         return f"{config.objective} on {names}, seed {config.seed}"
+    if config.env != ENDLESS:
+        return f"{reference_slug(config.env)}, seed {config.seed}"
     levels = ",".join(str(d) for d in config.difficulties)
     return f"{','.join(config.families)} (level {levels}), seed {config.seed}"
 

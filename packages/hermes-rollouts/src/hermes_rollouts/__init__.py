@@ -21,6 +21,7 @@ from hermes_rollouts.plugins import (
     available_environments,
     environment_names,
     environments_text,
+    reference_slug,
     resolve_environment,
 )
 from hermes_rollouts.preflight import PreflightError
@@ -91,6 +92,7 @@ __all__ = [
     "model_view",
     "open_session",
     "parser_names",
+    "reference_slug",
     "resolve_environment",
     "rollout_id",
     "rollout_record",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -124,6 +125,15 @@ def resolve_environment(reference: str, *, option: str = "--env") -> Environment
     return _plugin(
         reference, found, f"entry point {point.value}", default_name=reference, option=option
     )
+
+
+def reference_slug(reference: str) -> str:
+    """A short name for file names, pool names and run titles: the reference itself when it
+    is a name, else its attribute (``path/to/my_env.py:MyEnv`` -> ``MyEnv``), with every
+    character but letters, digits and ``_`` replaced by ``_``."""
+    target = split_target(reference)
+    short = target[1].rpartition(".")[2] if target is not None else reference
+    return re.sub(r"\W", "_", short, flags=re.ASCII) or "env"
 
 
 def environment_names() -> tuple[str, ...]:
