@@ -4,7 +4,7 @@ from hermes_envs.catalog import default_registry
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.endless import EndlessTerminalsConfig, EndlessTerminalsEnv
 from hermes_envs.errors import DatasetError, PhaseTimeout, SetupError
-from hermes_envs.oracle import HasOracle
+from hermes_envs.oracle import HasOracle, IdleAgent, ScriptAgent
 from hermes_envs.prompt_override import SystemPromptOverride, with_system_prompt
 from hermes_envs.registry import EnvRegistry, EnvSpec
 from hermes_envs.runner import (
@@ -31,11 +31,13 @@ __all__ = [
     "EnvSpec",
     "GroupCallback",
     "HasOracle",
+    "IdleAgent",
     "PhaseTimeout",
     "RolloutCallback",
     "RolloutRunner",
     "RunSummary",
     "RunnerConfig",
+    "ScriptAgent",
     "SetupError",
     "SlotRewardContext",
     "SlotToolExecutor",
