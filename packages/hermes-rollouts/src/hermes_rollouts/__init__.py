@@ -6,8 +6,10 @@ their options onto the spec and the session's results onto their output formats.
 """
 
 from hermes_rollouts.boundary import root_error
+from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
+from hermes_rollouts.env_check import check_environment
 from hermes_rollouts.environment import (
     EMBEDDED_TOOLSETS,
     build_environment,
@@ -61,8 +63,10 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "TOOLSET_NAMES",
     "AgentBudgets",
+    "CheckResult",
     "Credentials",
     "DatasetEnvironment",
+    "EnvironmentCheckReport",
     "EnvironmentInfo",
     "EnvironmentPlugin",
     "EnvironmentSpec",
@@ -76,9 +80,11 @@ __all__ = [
     "RolloutSpec",
     "SamplingSpec",
     "SpecCheck",
+    "Status",
     "ToolsetSpec",
     "available_environments",
     "build_environment",
+    "check_environment",
     "check_spec",
     "conversations",
     "default_prefill",
