@@ -1,5 +1,6 @@
 """hermes-envs: the rollout runner, the reward context and the shipped environments."""
 
+from hermes_envs._wrapped import WrappedEnvironment
 from hermes_envs.catalog import default_registry
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.endless import EndlessTerminalsConfig, EndlessTerminalsEnv
@@ -48,6 +49,7 @@ __all__ = [
     "TerminalBenchEnv",
     "ToolsetDistribution",
     "ToolsetSelection",
+    "WrappedEnvironment",
     "default_registry",
     "resolve_toolsets",
     "with_system_prompt",

@@ -1,61 +1,52 @@
-"""The environment check's injected fault: a slot that fails once the agent is done, so the
-verifier meets a sandbox that cannot run anything (as a crashed host looks to it).
+"""The environment check's injected fault: the verifier meets a sandbox that cannot run
+anything, as a crashed host looks to it.
 
-:class:`FaultyPool` wraps a real pool; :class:`BreakAfterAgent` wraps the agent and breaks
-every slot the pool handed out when the agent returns. From then on each operation on those
-slots raises :class:`~hermes_protocols.SandboxError`; the real slots are released untouched.
+:class:`DeadSandboxVerify` wraps the environment: its ``verify`` gets a reward context whose
+every operation raises :class:`~hermes_protocols.SandboxError` (the real slot is untouched and
+released as usual). The runner must turn that into an infrastructure failure, never a reward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from hermes_envs import SlotRewardContext
-from hermes_protocols import (
-    Agent,
-    AgentResult,
-    ExecResult,
-    Message,
-    PoolStats,
-    SandboxError,
-    Slot,
-    SlotPool,
-    ToolExecutor,
-    ToolSchema,
-)
+import attrs
+from hermes_envs import WrappedEnvironment
+from hermes_protocols import AgentResult, ExecResult, Item, RewardContext, SandboxError, Score
 
 FAULT = "injected by hermes-envs check: the sandbox host is gone"
 
 
-class _Fault:
-    """Whether the slots are broken, and how many operations hit them since."""
+@attrs.define
+class _Hits:
+    """Operations the verifier tried on the dead sandbox."""
 
-    def __init__(self) -> None:
-        self.broken = False
-        self.hits = 0
-
-    def check(self) -> None:
-        if self.broken:
-            self.hits += 1
-            raise SandboxError(FAULT)
+    count: int = 0
 
 
-class _FaultySlot:
-    """A slot that raises :class:`SandboxError` for every operation once broken."""
+class _DeadContext:
+    """A :class:`~hermes_protocols.RewardContext` whose slot operations all fail."""
 
-    def __init__(self, inner: Slot, fault: _Fault) -> None:
-        self.inner = inner
-        self._fault = fault
-        self._files = SlotRewardContext(inner, {})
+    def __init__(self, live: RewardContext, hits: _Hits) -> None:
+        self._live = live
+        self._hits = hits
+
+    def _fail(self) -> SandboxError:
+        self._hits.count += 1
+        return SandboxError(FAULT)
 
     @property
     def slot_id(self) -> str:
-        return self.inner.slot_id
+        return self._live.slot_id
 
     @property
     def workspace(self) -> str:
-        return self.inner.workspace
+        return self._live.workspace
+
+    @property
+    def setup_metadata(self) -> Mapping[str, Any]:
+        return self._live.setup_metadata
 
     async def exec(
         self,
@@ -66,75 +57,26 @@ class _FaultySlot:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
-        self._fault.check()
-        return await self.inner.exec(command, timeout=timeout, cwd=cwd, env=env, stdin=stdin)
+        raise self._fail()
 
     async def read_file(self, path: str) -> bytes:
-        self._fault.check()
-        return await self.inner.read_file(path)
+        raise self._fail()
 
     async def write_file(self, path: str, data: bytes) -> None:
-        self._fault.check()
-        await self.inner.write_file(path, data)
+        raise self._fail()
 
     async def upload(self, local_path: str, remote_path: str) -> None:
-        self._fault.check()
-        await self._files.upload(local_path, remote_path)
+        raise self._fail()
 
     async def download(self, remote_path: str, local_path: str) -> None:
-        self._fault.check()
-        await self._files.download(remote_path, local_path)
+        raise self._fail()
 
 
-class FaultyPool:
-    """A :class:`~hermes_protocols.SlotPool` over ``inner`` whose slots :meth:`break_slots`
-    breaks (see the module doc)."""
+@attrs.frozen(slots=True)
+class DeadSandboxVerify(WrappedEnvironment):
+    """``inner`` whose ``verify`` meets a dead sandbox; ``hits`` counts what it tried there."""
 
-    def __init__(self, inner: SlotPool) -> None:
-        self._inner = inner
-        self._fault = _Fault()
+    hits: _Hits = attrs.field(factory=_Hits, eq=False)
 
-    async def __aenter__(self) -> FaultyPool:
-        return self  # the inner pool is opened and closed by its owner
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        return None
-
-    @property
-    def hits(self) -> int:
-        """Operations that met a broken slot."""
-        return self._fault.hits
-
-    def break_slots(self) -> None:
-        self._fault.broken = True
-
-    async def acquire(self, trajectory_id: str, **kwargs: Any) -> Slot:
-        return _FaultySlot(await self._inner.acquire(trajectory_id, **kwargs), self._fault)
-
-    async def release(self, slot: Slot, **kwargs: Any) -> None:
-        inner = slot.inner if isinstance(slot, _FaultySlot) else slot
-        await self._inner.release(inner, **kwargs)
-
-    def stats(self) -> PoolStats:
-        return self._inner.stats()
-
-
-class BreakAfterAgent:
-    """Runs ``inner``, then breaks ``pool``'s slots: the verifier gets a dead sandbox."""
-
-    def __init__(self, inner: Agent, pool: FaultyPool) -> None:
-        self._inner = inner
-        self._pool = pool
-
-    async def run(
-        self,
-        messages: Sequence[Message],
-        *,
-        tools: Sequence[ToolSchema],
-        executor: ToolExecutor,
-        seed: int | None = None,
-    ) -> AgentResult:
-        try:
-            return await self._inner.run(messages, tools=tools, executor=executor, seed=seed)
-        finally:
-            self._pool.break_slots()
+    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
+        return await self.inner.verify(item, result, _DeadContext(ctx, self.hits))

@@ -102,4 +102,4 @@ def _prompts(env: Environment, items: Sequence[Item]) -> tuple[Status, str]:
         messages = list(env.prompt(item))
         if not any(m.role == "user" and (m.content or "").strip() for m in messages):
             return Status.FAIL, f"prompt of item {item.id!r} has no non-empty user message"
-    return Status.PASS, f"{len(items)} prompts with a user message"
+    return Status.PASS, f"{len(items)} prompt(s), each with a user message"

@@ -42,7 +42,7 @@ from hermes_protocols import (
 from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.factory import SandboxSpec, build_backend, build_toolsets
 
-from hermes_rollouts.check_faults import BreakAfterAgent, FaultyPool
+from hermes_rollouts.check_faults import DeadSandboxVerify
 from hermes_rollouts.check_items import check_items, one_line
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
 from hermes_rollouts.check_setup import check_setup
@@ -148,7 +148,8 @@ async def _on_sandbox(
             ran = await _sandbox_runs(pool)
             if ran.failed:
                 return [ran]
-            results = [ran, await check_setup(env, pool, items[0], timeouts.setup_s)]
+            setup = await check_setup(env, pool, items[0], terminal, timeouts.runner())
+            results = [ran, setup]
             rows, rollouts = await _rollouts(env, pool, items, toolsets, terminal, timeouts)
             results += rows
             results.append(_records(rollouts))
@@ -294,9 +295,8 @@ async def _dead_sandbox(
     toolsets: Sequence[Toolset],
     timeouts: _Timeouts,
 ) -> CheckResult:
-    faulty = FaultyPool(pool)
-    agent = BreakAfterAgent(IdleAgent(), faulty)
-    runner = RolloutRunner(env, faulty, agent, toolsets, config=timeouts.runner())
+    faulty = DeadSandboxVerify(env)
+    runner = RolloutRunner(faulty, pool, IdleAgent(), toolsets, config=timeouts.runner())
     rollout, seconds = await _timed(runner.run_rollout(item, toolsets))
     failure = rollout.failure
     if failure is not None and failure.kind is FailureKind.INFRASTRUCTURE:
@@ -306,7 +306,7 @@ async def _dead_sandbox(
         detail = f"item {item.id!r} failed in {failure.phase}, not in verify: {failure.message}"
         return CheckResult(INFRA, Status.FAIL, detail[:400], seconds)
     assert rollout.score is not None
-    if faulty.hits == 0:
+    if faulty.hits.count == 0:
         return CheckResult(INFRA, Status.SKIP, "verify does not use the sandbox", seconds)
     return CheckResult(
         INFRA,
