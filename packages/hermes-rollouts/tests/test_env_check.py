@@ -8,6 +8,7 @@ command line is run as a user runs it: exit 0 when all passed, 1 on a failure, 2
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -200,19 +201,24 @@ async def test_without_an_oracle_the_oracle_check_is_skipped(plugin: Path) -> No
 
 
 async def test_the_leak_probe_finds_host_directories_and_processes(tmp_path: Path) -> None:
+    """What the pool's name owns and what this process started since count; another pool's
+    directory and the children of a process that was already running (a server) do not."""
     backend = LocalBackend(LocalConfig(root_dir=str(tmp_path / "hosts")))
+    server = await anyio.open_process(
+        ["sh", "-c", "sleep 0.3; sleep 30; true"], start_new_session=True
+    )
     before = Snapshot.take()
     (tmp_path / "hosts" / "leaky--h0").mkdir(parents=True)
     (tmp_path / "hosts" / "other-pool--h0").mkdir()
-    sleeper = await anyio.open_process(["sleep", "30"])
+    sleeper = await anyio.open_process(["sleep", "31"], start_new_session=True)
+    await anyio.sleep(1.0)  # the server has started its own child by now
     try:
         found = await leftovers(backend, "leaky", before)
     finally:
-        sleeper.kill()
-        await sleeper.wait()
-    assert found[0] == str(tmp_path / "hosts" / "leaky--h0")
-    assert any(f"process {sleeper.pid}: sleep 30" == f for f in found), found
-    assert len(found) == 2, found
+        for process in (sleeper, server):
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.aclose()
+    assert found == [str(tmp_path / "hosts" / "leaky--h0"), f"process {sleeper.pid}: sleep 31"]
     assert await leftovers(backend, "leaky-2", before) == []
 
 

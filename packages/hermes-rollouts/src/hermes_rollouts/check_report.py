@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 
 import attrs
+from hermes_protocols import JSONObject
 
 
 class Status(enum.StrEnum):
@@ -30,13 +31,15 @@ class CheckResult:
 @attrs.frozen(slots=True)
 class EnvironmentCheckReport:
     """What :func:`hermes_rollouts.check_environment` found for ``environment`` on the
-    ``sandbox`` backend; :attr:`passed` when no check failed."""
+    ``sandbox`` backend; :attr:`passed` when no check failed. ``records`` are the oracle's and
+    the do-nothing agent's rollouts as the batch runner writes them (when they could be)."""
 
     environment: str
     sandbox: str
     items: int
     results: tuple[CheckResult, ...]
     seconds: float
+    records: tuple[JSONObject, ...] = ()
 
     @property
     def passed(self) -> bool:

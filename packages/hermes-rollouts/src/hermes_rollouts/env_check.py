@@ -35,6 +35,7 @@ from hermes_protocols import (
     FailureKind,
     HermesError,
     Item,
+    JSONObject,
     ScoredRollout,
     SlotPool,
     Toolset,
@@ -93,11 +94,13 @@ async def check_environment(
     backend = build_backend(spec, option_names=names.section("sandbox"))
     resolved = CheckResult(RESOLVES, Status.PASS, f"{origin}: {type(env).__name__} {env.name!r}")
     results, chosen = check_items(env, seed=seed, count=items)
+    records: list[JSONObject] = []
     timeouts = _Timeouts(setup_timeout_s, verify_timeout_s, oracle_timeout_s)
     if chosen:
         pool_name = f"check-{reference_slug(label)[:24]}-{uuid.uuid4().hex[:6]}".lower()
         before = Snapshot.take()
-        results += await _on_sandbox(env, chosen, SandboxPool(backend, _pool(pool_name)), timeouts)
+        pool = SandboxPool(backend, _pool(pool_name))
+        results += await _on_sandbox(env, chosen, pool, timeouts, records)
         found, seconds = await _timed(leftovers(backend, pool_name, before))
         results.append(_leaks(found, seconds))
     else:
@@ -108,6 +111,7 @@ async def check_environment(
         items=len(chosen),
         results=(resolved, *results),
         seconds=anyio.current_time() - started,
+        records=tuple(records),
     )
 
 
@@ -139,7 +143,11 @@ async def _timed(work: Any) -> tuple[Any, float]:
 
 
 async def _on_sandbox(
-    env: Environment, items: Sequence[Item], pool: SandboxPool, timeouts: _Timeouts
+    env: Environment,
+    items: Sequence[Item],
+    pool: SandboxPool,
+    timeouts: _Timeouts,
+    records: list[JSONObject],
 ) -> list[CheckResult]:
     toolsets = build_toolsets(30.0, timeouts.oracle_s)
     terminal = [t for t in toolsets if t.name == "terminal"]
@@ -152,7 +160,7 @@ async def _on_sandbox(
             results = [ran, setup]
             rows, rollouts = await _rollouts(env, pool, items, toolsets, terminal, timeouts)
             results += rows
-            results.append(_records(rollouts))
+            results.append(_records(rollouts, records))
             results.append(await _dead_sandbox(env, pool, items[0], terminal, timeouts))
             busy = pool.stats().slots_busy
             results.append(
@@ -274,18 +282,18 @@ def _rewards(rollouts: Sequence[ScoredRollout]) -> CheckResult:
     return CheckResult(REWARDS, Status.PASS, f"{len(rewards)} rewards")
 
 
-def _records(rollouts: Sequence[ScoredRollout]) -> CheckResult:
-    try:
-        lines = [
-            encode_record(rollout_record(r, record_id=r.id, model="hermes-envs-check"))
-            for r in rollouts
-        ]
-    except RecordError as exc:
-        return CheckResult(RECORDS, Status.FAIL, str(exc))
-    size = sum(len(line) for line in lines)
-    return CheckResult(
-        RECORDS, Status.PASS, f"{len(lines)} records ({size} bytes) through rollout_record"
-    )
+def _records(rollouts: Sequence[ScoredRollout], written: list[JSONObject]) -> CheckResult:
+    """Encode every rollout's record as the batch runner writes it; ``written`` gets them."""
+    size = 0
+    for rollout in rollouts:
+        record = rollout_record(rollout, record_id=rollout.id, model="hermes-envs-check")
+        try:
+            size += len(encode_record(record))
+        except RecordError as exc:
+            return CheckResult(RECORDS, Status.FAIL, str(exc))
+        written.append(record)
+    detail = f"{len(written)} records ({size} bytes) through rollout_record, encode_record"
+    return CheckResult(RECORDS, Status.PASS, detail)
 
 
 async def _dead_sandbox(

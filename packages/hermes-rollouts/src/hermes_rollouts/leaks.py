@@ -2,8 +2,10 @@
 processes. Used by the environment check after its pool has closed.
 
 Each probe looks only at what the pool of that name made (its host directories and mounts are
-named after it, its containers are labelled with it) and at processes descended from this one
-that did not exist before the pool opened, so pools of other runs on the machine never count.
+named after it, its containers are labelled with it) and at processes this process started
+since the pool opened, itself or through children it started since (not through a process
+that was already running, such as a sandbox server), so other work on the machine never
+counts.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def _parents() -> dict[int, int]:
     return found
 
 
-def _descendants() -> set[int]:
+def _descendants(old: frozenset[int] = frozenset()) -> set[int]:
+    """Live descendants of this process, not looking below the processes in ``old``."""
     parents = _parents()
     children: dict[int, list[int]] = {}
     for pid, parent in parents.items():
@@ -58,7 +61,8 @@ def _descendants() -> set[int]:
         for child in children.get(stack.pop(), []):
             if child not in found:
                 found.add(child)
-                stack.append(child)
+                if child not in old:
+                    stack.append(child)
     return found
 
 
@@ -101,7 +105,7 @@ async def leftovers(backend: HostBackend, pool_name: str, before: Snapshot) -> l
     and processes started since ``before`` (each probe retried for up to :data:`SETTLE_S`)."""
     deadline = anyio.current_time() + SETTLE_S
     while True:
-        processes = sorted(_descendants() - before.descendants)
+        processes = sorted(_descendants(before.descendants) - before.descendants)
         found = [
             *_host_dirs(backend, pool_name),
             *_mounts(pool_name),
