@@ -11,11 +11,14 @@ from hermes_rollouts import (
     ENTRY_POINT_GROUP,
     EnvironmentSpec,
     PluginError,
+    RolloutSpec,
     available_environments,
     build_environment,
+    check_spec,
     environment_names,
     environments_text,
     resolve_environment,
+    validate,
 )
 
 ENV_SOURCE = '''
@@ -245,3 +248,32 @@ def test_build_environment_reports_every_problem_in_the_callers_names(env_file: 
     message = str(caught.value)
     assert "--env-options: bad config for environment 'count_lines'" in message
     assert "--prefill: " in message
+
+
+COUNTING = (
+    ENV_SOURCE
+    + '''
+
+from pathlib import Path
+
+
+def make() -> CountEnv:
+    """Counts how often it is called, in a file beside this one."""
+    calls = Path(__file__).with_suffix(".calls")
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    return CountEnv(CountConfig())
+'''
+)
+
+
+def test_a_start_resolves_and_builds_its_environment_once(tmp_path: Path) -> None:
+    path = _write(tmp_path / "counting_env.py", COUNTING)
+    spec = RolloutSpec(environment=EnvironmentSpec(name=f"{path}:make"))
+    check = check_spec(spec)
+    assert check.problems == ()
+    assert path.with_suffix(".calls").read_text() == "x"
+    # what open_session does with the environment the app's validation built
+    assert validate(spec, environment=check.environment) is check.environment
+    assert path.with_suffix(".calls").read_text() == "x"
+    validate(spec)  # without it: built again
+    assert path.with_suffix(".calls").read_text() == "xx"
