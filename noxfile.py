@@ -18,6 +18,7 @@ PACKAGES = [
     "apps/batch_runner/src",
     "apps/trainer/src",
     "packages/hermes-report/src",
+    "examples/sales_report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
