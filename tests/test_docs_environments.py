@@ -148,6 +148,14 @@ def test_the_command_works_as_documented(command: str, home: Path) -> None:
     EXPECTED[_key(command)](done, home)
 
 
+def test_the_example_readme_shows_the_commands_run_here() -> None:
+    readme = (ROOT / "examples" / "sales_report" / "README.md").read_text(encoding="utf-8")
+    [block] = re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL)
+    shown = [line for line in block.splitlines() if line.strip()]
+    assert shown
+    assert set(shown) <= set(COMMANDS)
+
+
 def test_the_library_snippet_runs(home: Path) -> None:
     """The page's ``check_environment`` snippet, in a test as the page suggests."""
     snippet = _blocks("python")[1].replace("/path/to/my_env.py", str(home / "my_env.py"))
