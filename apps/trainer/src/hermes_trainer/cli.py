@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import attrs
-from hermes_protocols import HermesError
+from hermes_protocols import ConfigError, HermesError
 from hermes_rollouts import environments_text, root_error
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -228,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             history = anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
     except Exception as exc:
         error = root_error(exc)
+        if isinstance(error, ConfigError):
+            console.print(f"[red]error:[/] {error}", highlight=False)
+            return EXIT_CONFIG
         if not isinstance(error, HermesError | OSError):
             raise
         console.print(f"[red]error:[/] {type(error).__name__}: {error}", highlight=False)

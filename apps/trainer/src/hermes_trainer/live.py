@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 from hermes_loop import ModelSpec
-from hermes_protocols import ConfigError, ScoredRollout
+from hermes_protocols import ConfigError, Environment, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     EnvironmentSpec,
@@ -27,6 +27,7 @@ from hermes_rollouts import (
     ToolsetSpec,
     derive_seed,
     open_session,
+    validate,
 )
 
 from hermes_trainer.config import TrainConfig
@@ -131,12 +132,22 @@ class LiveSource:
         return rewards
 
 
+def live_environment(config: TrainConfig) -> Environment:
+    """The run's environment, resolved and built (one :class:`ConfigError` naming the
+    trainer's options when it cannot be): done first, before any weights load."""
+    return validate(rollout_spec(config), OPTION_NAMES)
+
+
 @asynccontextmanager
 async def open_live(
-    config: TrainConfig, model: ModelOpener | None = None
+    config: TrainConfig,
+    model: ModelOpener | None = None,
+    environment: Environment | None = None,
 ) -> AsyncIterator[LiveSource]:
     """Start the rollout session (sandboxes and the embedded model, or ``model``: the Tinker
-    sampler); released on exit."""
+    sampler; ``environment``: the one :func:`live_environment` built); released on exit."""
     spec = rollout_spec(config)
-    async with open_session(spec, option_names=OPTION_NAMES, model=model) as session:
+    async with open_session(
+        spec, option_names=OPTION_NAMES, model=model, environment=environment
+    ) as session:
         yield LiveSource(config, session)
