@@ -8,6 +8,7 @@
 #   3. debootstrap --variant=minbase bookworm -> rootfs tarball, cached under
 #      ~/.cache/hermes-rl/debootstrap-<suite>-<variant>/ (later runs skip debootstrap)
 #   4. docker import it as $IMAGE (skipped when the tag already exists)
+#   5. .ci/docker-tasks.sh: the image of what the shipped environments' tasks run, from $IMAGE
 set -uo pipefail
 
 SUITE=bookworm
@@ -48,7 +49,7 @@ say "daemon up ($("$DOCKER" version --format '{{.Server.Version}}' 2>/dev/null))
 
 if "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
     say "image $IMAGE present"
-    exit 0
+    exec bash "$(dirname "$0")/docker-tasks.sh" "$IMAGE"
 fi
 
 if [ ! -s "$TARBALL" ]; then
@@ -64,3 +65,4 @@ fi
 say "docker import $TARBALL as $IMAGE"
 "$DOCKER" import "$TARBALL" "$IMAGE" >/dev/null || skip "docker import failed"
 say "image $IMAGE ready"
+exec bash "$(dirname "$0")/docker-tasks.sh" "$IMAGE"

@@ -247,3 +247,15 @@ def test_the_source_gets_the_environment_validation_built(
     assert environment.name == "endless_terminals"  # type: ignore[attr-defined]
     assert path.with_suffix(".calls").read_text() == "x"
     assert rollout_spec(env, inference, TOKENS).pool.name == "atropos-make"
+
+
+def test_image_aliases_reach_the_docker_backend_from_the_command_line() -> None:
+    aliases = '{"ubuntu:24.04": "hermes-sandbox-tasks:bookworm-v1"}'
+    argv = ["process", "--env.tool_pool_mode", "docker", "--env.sandbox_image_aliases", aliases]
+    _, env, _, _ = prepare(argv, HermesWiring(TOKENS))
+    names = {k[8:]: v for k, v in OPTION_NAMES.items() if k.startswith("sandbox.")}
+    backend = build_sandbox_backend(_spec(env).sandbox, option_names=names)
+    assert backend.config.image_aliases == (  # type: ignore[attr-defined]
+        ("ubuntu:24.04", "hermes-sandbox-tasks:bookworm-v1"),
+    )
+    assert backend.config.alias_option == "--env.sandbox_image_aliases"  # type: ignore[attr-defined]

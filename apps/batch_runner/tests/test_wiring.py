@@ -167,3 +167,26 @@ def test_a_file_environment_is_resolved_once_and_handed_to_the_run(tmp_path: Pat
     wiring = _default_wiring(resolved)
     assert isinstance(wiring, functools.partial)
     assert wiring.keywords["environment"] is resolved.environment
+
+
+def test_image_aliases_reach_the_docker_backend_and_name_the_flag(tmp_path: Path) -> None:
+    config = _config(
+        tmp_path,
+        "--sandbox",
+        "docker",
+        "--sandbox-image-alias",
+        "ubuntu:24.04=local:1",
+        "--sandbox-image-alias",
+        "python:3.11-slim=local:2",
+    )
+    spec = rollout_spec(config, Credentials())
+    assert spec.sandbox.image_aliases == (
+        ("python:3.11-slim", "local:2"),
+        ("ubuntu:24.04", "local:1"),
+    )
+    names = {k.removeprefix("sandbox."): v for k, v in OPTION_NAMES.items()}
+    backend = build_backend(spec.sandbox, option_names=names)
+    assert backend.config.image_aliases == spec.sandbox.image_aliases  # type: ignore[attr-defined]
+    assert "--sandbox-image-alias NAME=IMAGE" in backend.config.alias_option  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="--sandbox-image-alias takes NAME=IMAGE"):
+        _config(tmp_path, "--sandbox-image-alias", "ubuntu:24.04")

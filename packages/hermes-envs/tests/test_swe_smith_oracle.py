@@ -106,6 +106,34 @@ async def test_edited_tests_are_restored_before_verification(
     assert cheated.score.reward == 0.0
 
 
+async def test_setup_metadata_is_json_only(cache_dir: str, pool: Any) -> None:
+    """Setup metadata goes into every record: bytes there crashed the batch runner (issue 23)."""
+    env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir))
+    item = _item(env, FIXTURES[0].instance_id)
+    slot = await pool.acquire("metadata")
+    try:
+        metadata = await env.setup_workspace(item, slot)
+    finally:
+        await pool.release(slot)
+    assert json.loads(json.dumps(metadata)) == {"repo": FIXTURES[0].repo, "ref": item.id}
+
+
+async def test_test_files_are_read_from_the_bare_cache(tmp_path: Path, cache_dir: str) -> None:
+    url = await build_fixture_mirror(Path(cache_dir) / "mirror")
+    cache = RepoCache(tmp_path / "repos", url, git_timeout=60, lock_timeout=60)
+    inst = FIXTURES[0]
+    tar = await cache.checkout_tar(inst.repo, inst.instance_id)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        handle = archive.extractfile("./tests/test_stats.py")
+        assert handle is not None
+        expected = handle.read()
+    files = await cache.read_files(
+        inst.repo, inst.instance_id, ["tests/test_stats.py", "tests", "no/such.py"]
+    )
+    assert files == {"tests/test_stats.py": expected}
+    assert await cache.read_files(inst.repo, inst.instance_id, []) == {}
+
+
 async def test_concurrent_checkouts_share_one_bare_clone(tmp_path: Path, cache_dir: str) -> None:
     url = await build_fixture_mirror(Path(cache_dir) / "mirror")
     cache = RepoCache(tmp_path / "repos", url, git_timeout=60, lock_timeout=60)

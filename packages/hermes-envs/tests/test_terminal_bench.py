@@ -19,7 +19,7 @@ from hermes_envs.terminal_bench import (
     parse_row,
     sample_task_dirs,
 )
-from hermes_protocols import FailureKind
+from hermes_protocols import FailureKind, SlotImage
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +61,7 @@ async def test_tests_are_not_in_the_workspace_before_verification(
     try:
         with caplog.at_level(logging.WARNING):
             await env.setup_workspace(item, slot)
-        assert "host userland" in caplog.text
+        assert "own userland" in caplog.text
         listing = await slot.exec("find . -type f | sort", timeout=10)
         assert "./logs/api.log" in listing.stdout
         assert "test.sh" not in listing.stdout
@@ -99,7 +99,9 @@ async def test_dataset_rows_run_end_to_end(
     rows.write_text(json.dumps(row) + "\n")
     env = TerminalBenchEnv(TerminalBenchConfig(rows_path=str(rows), include_samples=False))
     [item] = list(env.items(seed=5))
-    assert env.image_for(item) == "ubuntu:24.04"
+    assert env.image_for(item) is None  # host userland: the sandbox's own
+    image = env.for_sandbox(runs_images=True).image_for(item)
+    assert image == SlotImage(name="ubuntu:24.04", workdir="/app")
     assert "./hello.txt" in str(env.prompt(item)[1].content)
     assert env.task(item).environment_files == {"a": b"1"}
     [solved] = await RolloutRunner(

@@ -243,6 +243,9 @@ def test_the_command_line_exit_codes(plugin: Path) -> None:
     assert wrong.stderr.strip().startswith("hermes-envs: ENV: ")
     assert "has no attribute 'Nope'" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
+    alias = _cli("check", f"{plugin}:Good", "--sandbox-image-alias", "ubuntu")
+    assert alias.returncode == 2
+    assert "takes NAME=IMAGE" in alias.stderr
     listed = _cli("list")
     assert listed.returncode == 0
     assert "endless_terminals" in listed.stdout

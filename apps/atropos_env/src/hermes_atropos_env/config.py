@@ -81,6 +81,11 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="docker/nomad host image (docker: python:3.12-slim if unset; nomad: "
         "required, an image with hermes-sandbox and bubblewrap).",
     )
+    sandbox_image_aliases: dict[str, str] | None = Field(
+        default=None,
+        description="docker: image name -> local image, for tasks' own images and the FROM "
+        "lines of their Dockerfiles on a host that cannot pull them.",
+    )
     nomad_address: str | None = Field(default=None, description="Nomad HTTP API address.")
     nomad_job_id: str | None = Field(
         default=None, description="Nomad job id of the pool (default hermes-sandbox-atropos-ENV)."

@@ -72,6 +72,7 @@ OPTION_NAMES = {
     "model.context_tokens": "--env.max_token_length",
     "sandbox.kind": "--env.tool_pool_mode",
     "sandbox.image": "--env.sandbox_image",
+    "sandbox.image_aliases": "--env.sandbox_image_aliases",
     "sandbox.urls": "--env.remote_urls",
     "sandbox.token": "$HERMES_SANDBOX_TOKEN",
     "sandbox.nomad_address": "--env.nomad_address",
@@ -159,6 +160,7 @@ def rollout_spec(
         sandbox=SandboxSpec(
             kind=env.tool_pool_mode,
             image=env.modal_image if modal else env.sandbox_image,
+            image_aliases=env.sandbox_image_aliases or {},
             urls=tuple(env.remote_urls or ()),
             token=credentials.sandbox_token,
             nomad_address=env.nomad_address,

@@ -169,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     box.add_argument("--sandbox-max-hosts", type=int, metavar="N", help="max hosts (1)")
     box.add_argument("--sandbox-image", metavar="IMAGE", help="docker/modal/nomad image")
     box.add_argument(
+        "--sandbox-image-alias",
+        action="append",
+        metavar="NAME=IMAGE",
+        help="docker: use local IMAGE for image NAME (tasks' images, FROM lines; repeat)",
+    )
+    box.add_argument(
         "--sandbox-url", action="append", metavar="URL", help="remote sandbox server (repeat)"
     )
     box.add_argument("--sandbox-token", help="remote server token ($HERMES_SANDBOX_TOKEN)")

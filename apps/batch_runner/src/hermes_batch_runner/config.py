@@ -62,6 +62,14 @@ def _strs(values: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in values)
 
 
+def _aliases(_inst: object, _attribute: attrs.Attribute[Any], values: tuple[str, ...]) -> None:
+    bad = [v for v in values if not all(v.partition("=")[::2])]
+    if bad:
+        raise ConfigError(
+            f"--sandbox-image-alias takes NAME=IMAGE (e.g. ubuntu:24.04=my-local:1), not {bad[0]!r}"
+        )
+
+
 def _ids_or_none(values: Any) -> tuple[int, ...] | None:
     if values is None:
         return None
@@ -101,6 +109,9 @@ class RunConfig:
     sandbox_slots: int = 4
     sandbox_max_hosts: int = 1
     sandbox_image: str | None = None
+    sandbox_image_alias: tuple[str, ...] = attrs.field(
+        default=(), converter=_strs, validator=_aliases
+    )
     sandbox_url: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     sandbox_allow_network: bool = False
     nomad_address: str | None = None
@@ -248,6 +259,7 @@ def config_to_json(config: RunConfig) -> JSONObject:
     data["toolsets"] = list(config.toolsets)
     data["disabled_toolsets"] = list(config.disabled_toolsets)
     data["sandbox_url"] = list(config.sandbox_url)
+    data["sandbox_image_alias"] = list(config.sandbox_image_alias)
     return data
 
 

@@ -68,6 +68,7 @@ OPTION_NAMES = {
     "model.timeout_s": "--rollout-timeout",
     "sandbox.kind": "--sandbox",
     "sandbox.image": "--sandbox-image",
+    "sandbox.image_aliases": "--sandbox-image-alias NAME=IMAGE",
     "sandbox.urls": "--sandbox-url",
     "sandbox.token": "--sandbox-token or $HERMES_SANDBOX_TOKEN",
     "sandbox.nomad_address": "--nomad-address",
@@ -105,6 +106,9 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
         sandbox=SandboxSpec(
             kind=config.sandbox,
             image=config.sandbox_image,
+            image_aliases=[
+                (a.partition("=")[0], a.partition("=")[2]) for a in config.sandbox_image_alias
+            ],
             allow_network=config.sandbox_allow_network,
             urls=config.sandbox_url,
             token=credentials.sandbox_token,

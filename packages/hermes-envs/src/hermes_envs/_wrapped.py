@@ -6,13 +6,23 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
-from hermes_protocols import AgentResult, Environment, Item, Message, RewardContext, Score, Slot
+from hermes_protocols import (
+    AgentResult,
+    Environment,
+    ImageEnvironment,
+    Item,
+    Message,
+    RewardContext,
+    Score,
+    Slot,
+    SlotImage,
+)
 
 
 @attrs.frozen(slots=True)
 class WrappedEnvironment:
-    """Everything of ``inner``: name, toolsets, items, prompt, workspace setup, verification.
-    Subclasses override what they change."""
+    """Everything of ``inner``: name, toolsets, items, prompt, workspace setup, verification,
+    and the items' own images when ``inner`` has them. Subclasses override what they change."""
 
     inner: Environment
 
@@ -35,3 +45,13 @@ class WrappedEnvironment:
 
     async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
         return await self.inner.verify(item, result, ctx)
+
+    def image_for(self, item: Item) -> SlotImage | None:
+        return self.inner.image_for(item) if isinstance(self.inner, ImageEnvironment) else None
+
+    def for_sandbox(self, *, runs_images: bool) -> Environment:
+        """This wrapper around ``inner`` set up for the sandbox (itself when ``inner`` has no
+        images)."""
+        if not isinstance(self.inner, ImageEnvironment):
+            return self
+        return attrs.evolve(self, inner=self.inner.for_sandbox(runs_images=runs_images))

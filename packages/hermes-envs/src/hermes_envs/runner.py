@@ -3,7 +3,9 @@
 One rollout is one structured unit with a timeout per phase. Infrastructure failures (slot
 died, backend down, a phase timed out, setup or verification crashed) are retried in a fresh
 slot up to ``RunnerConfig.max_attempts`` and then reported as
-``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0.
+``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0. An item that brings
+its own image (``ImageEnvironment.image_for``) gets a slot running it from an
+``ImageSlotPool``; an image that cannot be had fails that item as infrastructure.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from hermes_protocols import (
 )
 from hermes_protocols.convert import tools_to_openai
 
+from hermes_envs.acquire import SlotUnavailable, acquire_slot, for_pool
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.errors import PhaseTimeout
 from hermes_envs.toolsets import (
@@ -110,6 +113,7 @@ class RolloutRunner:
     ``run_group(item)`` runs ``group_size`` members of one item, each in its own slot, with
     toolsets resolved once for the group; ``run_items(items, concurrency=C, on_rollout=...)``
     streams many items through the pool and calls back per finished rollout and per group.
+    ``env`` is the environment set up for ``pool`` (:func:`for_pool`).
     """
 
     def __init__(
@@ -122,7 +126,7 @@ class RolloutRunner:
         config: RunnerConfig | None = None,
         distributions: Mapping[str, ToolsetDistribution] | None = None,
     ) -> None:
-        self.env = env
+        self.env = for_pool(env, pool)
         self.pool = pool
         self.agent = agent
         self.toolsets = tuple(toolsets)
@@ -311,9 +315,11 @@ class RolloutRunner:
         timings: dict[str, float] = {}
         start = time.perf_counter()
         try:
-            slot = await self.pool.acquire(trajectory_id, timeout=cfg.acquire_timeout)
-        except Exception as exc:
-            raise _InfraFailure("acquire", _describe(exc)) from exc
+            slot = await acquire_slot(
+                self.env, self.pool, item, trajectory_id, timeout=cfg.acquire_timeout
+            )
+        except SlotUnavailable as exc:
+            raise _InfraFailure("acquire", str(exc)) from exc
         timings["acquire_s"] = time.perf_counter() - start
         try:
             return await self._on_slot(item, toolsets, slot, timings, seed)

@@ -15,6 +15,7 @@ from hermes_protocols.agent import (
 from hermes_protocols.environment import (
     Environment,
     FailureKind,
+    ImageEnvironment,
     Item,
     RewardContext,
     RolloutFailure,
@@ -29,6 +30,7 @@ from hermes_protocols.errors import (
     ConversionError,
     EnvironmentNotFound,
     HermesError,
+    ImageUnavailable,
     IsolationUnavailable,
     SandboxError,
     SandboxTimeout,
@@ -65,7 +67,15 @@ from hermes_protocols.parsing import (
     ToolCallStarted,
     ToolParseError,
 )
-from hermes_protocols.sandbox import ExecResult, FileTransfer, PoolStats, Slot, SlotPool
+from hermes_protocols.sandbox import (
+    ExecResult,
+    FileTransfer,
+    ImageSlotPool,
+    PoolStats,
+    Slot,
+    SlotImage,
+    SlotPool,
+)
 from hermes_protocols.tokens import DriftReport, LogprobMode, TokenSource, TokenTrace
 from hermes_protocols.tools import Tool, ToolExecutor, ToolResult, ToolSchema, Toolset
 
@@ -91,6 +101,9 @@ __all__ = [
     "FinishReason",
     "Generation",
     "HermesError",
+    "ImageEnvironment",
+    "ImageSlotPool",
+    "ImageUnavailable",
     "IsolationUnavailable",
     "Item",
     "JSONObject",
@@ -113,6 +126,7 @@ __all__ = [
     "Score",
     "ScoredRollout",
     "Slot",
+    "SlotImage",
     "SlotPool",
     "StopReason",
     "StreamingToolCallParser",

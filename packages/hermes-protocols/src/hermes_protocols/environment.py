@@ -11,7 +11,7 @@ import attrs
 from hermes_protocols.agent import AgentResult
 from hermes_protocols.json_types import JSONObject
 from hermes_protocols.messages import Message
-from hermes_protocols.sandbox import FileTransfer, Slot
+from hermes_protocols.sandbox import FileTransfer, Slot, SlotImage
 
 
 @attrs.frozen(slots=True)
@@ -67,6 +67,21 @@ class Environment(Protocol):
     async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]: ...
 
     async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score: ...
+
+
+@runtime_checkable
+class ImageEnvironment(Protocol):
+    """Capability of an environment whose items may run in their own container image.
+
+    ``image_for(item)`` is the image the item's slot must run (``None``: any slot serves).
+    ``for_sandbox(runs_images=...)`` is this environment set up for a pool that can (or cannot)
+    run per-item images; it raises :class:`~hermes_protocols.errors.ConfigError` when the
+    environment cannot do without them.
+    """
+
+    def image_for(self, item: Item) -> SlotImage | None: ...
+
+    def for_sandbox(self, *, runs_images: bool) -> Environment: ...
 
 
 @attrs.frozen(slots=True)

@@ -46,6 +46,10 @@ class AcquireTimeout(SandboxTimeout):
     """No slot became free within the acquire timeout; raise max_hosts or the timeout."""
 
 
+class ImageUnavailable(SandboxError):
+    """A container image a slot needs can be neither found, pulled nor built."""
+
+
 class IsolationUnavailable(SandboxError):
     """Isolation was required but cannot be provided on this machine."""
 

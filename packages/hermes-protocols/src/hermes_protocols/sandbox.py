@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import posixpath
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
@@ -68,6 +69,43 @@ class FileTransfer(Protocol):
     async def download(self, remote_path: str, local_path: str) -> None: ...
 
 
+def _context(
+    files: Mapping[str, bytes] | Iterable[tuple[str, bytes]],
+) -> tuple[tuple[str, bytes], ...]:
+    pairs = files.items() if isinstance(files, Mapping) else files
+    return tuple(sorted((str(k), bytes(v)) for k, v in pairs))
+
+
+@attrs.frozen(slots=True)
+class SlotImage:
+    """The container image one item's slot runs, and where the slot's workspace is in it.
+
+    Either ``name`` (a prebuilt image, pulled when the backend lacks it) or ``build_context``
+    (a Docker build context: relative path -> bytes, a ``Dockerfile`` at its root; built once by
+    the backend within ``build_timeout_s`` and named by its content). ``workdir`` is the
+    workspace inside the image (commands start there, relative paths resolve there, e.g. a
+    task's ``/app``); ``None`` gives the backend's own per-slot directory. Commands run as the
+    image's own user (its ``USER``, root when it names none).
+    """
+
+    name: str | None = None
+    build_context: tuple[tuple[str, bytes], ...] = attrs.field(
+        default=(), converter=_context, repr=False
+    )
+    workdir: str | None = None
+    build_timeout_s: float = 600.0
+
+    def __attrs_post_init__(self) -> None:
+        if (self.name is None) == (not self.build_context):
+            raise ValueError("a SlotImage has either a name or a build context")
+        if self.build_context and "Dockerfile" not in dict(self.build_context):
+            raise ValueError("a SlotImage build context needs a Dockerfile at its root")
+        if self.workdir is not None and not posixpath.isabs(self.workdir):
+            raise ValueError(f"SlotImage.workdir must be absolute, got {self.workdir!r}")
+        if not self.build_timeout_s > 0:
+            raise ValueError("SlotImage.build_timeout_s must be positive")
+
+
 @attrs.frozen(slots=True)
 class PoolStats:
     """A snapshot of a slot pool."""
@@ -104,3 +142,22 @@ class SlotPool(Protocol):
     async def release(self, slot: Slot, *, reset: bool = True) -> None: ...
 
     def stats(self) -> PoolStats: ...
+
+
+@runtime_checkable
+class ImageSlotPool(Protocol):
+    """Capability of a slot pool: a slot of its own running an item's :class:`SlotImage`.
+
+    ``runs_images`` says whether the pool's sandbox can run images at all (containers can,
+    bwrap cannot). ``acquire_image`` waits at most ``timeout`` seconds for room, then starts
+    the slot (pulling or building the image first) and raises
+    :class:`~hermes_protocols.errors.ImageUnavailable` naming the image when it cannot be had;
+    ``release`` of that slot removes it.
+    """
+
+    @property
+    def runs_images(self) -> bool: ...
+
+    async def acquire_image(
+        self, trajectory_id: str, image: SlotImage, *, timeout: float | None = None
+    ) -> Slot: ...

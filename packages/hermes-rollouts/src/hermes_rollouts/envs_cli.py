@@ -30,6 +30,7 @@ OPTION_NAMES = {
     "environment.name": "ENV",
     "environment.options": "--env-options",
     "sandbox.image": "--sandbox-image",
+    "sandbox.image_aliases": "--sandbox-image-alias NAME=IMAGE",
     "sandbox.urls": "--sandbox-url",
     "sandbox.token": "--sandbox-token or $HERMES_SANDBOX_TOKEN",
     "sandbox.nomad_address": "--nomad-address",
@@ -44,6 +45,15 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
+
+
+def _alias(text: str) -> tuple[str, str]:
+    name, equals, image = text.partition("=")
+    if not (name and equals and image):
+        raise argparse.ArgumentTypeError(
+            f"takes NAME=IMAGE (e.g. ubuntu:24.04=my-local:1), not {text!r}"
+        )
+    return name, image
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--env-options", type=_json_object, metavar="JSON", default=None)
     check.add_argument("--sandbox", choices=BACKEND_KINDS, default="bwrap", help="(bwrap)")
     check.add_argument("--sandbox-image", metavar="IMAGE", help="docker/modal/nomad image")
+    check.add_argument(
+        "--sandbox-image-alias",
+        type=_alias,
+        action="append",
+        default=[],
+        metavar="NAME=IMAGE",
+        help="docker: use local IMAGE for NAME (items' own images, FROM of their Dockerfiles)",
+    )
     check.add_argument("--sandbox-url", action="append", default=[], metavar="URL")
     check.add_argument("--sandbox-token", help="remote servers' token ($HERMES_SANDBOX_TOKEN)")
     check.add_argument("--nomad-address", metavar="URL")
@@ -80,6 +98,7 @@ def _check(args: argparse.Namespace) -> int:
     sandbox = SandboxSpec(
         kind=args.sandbox,
         image=args.sandbox_image,
+        image_aliases=args.sandbox_image_alias,
         urls=args.sandbox_url,
         token=credentials.sandbox_token,
         nomad_address=args.nomad_address,

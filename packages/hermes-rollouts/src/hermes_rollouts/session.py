@@ -232,6 +232,6 @@ async def open_session(
         runner = RolloutRunner(
             environment, pool, _agent(spec, handle), toolsets, config=runner_config
         )
-        session = RolloutSession(spec, environment, runner, handle)
+        session = RolloutSession(spec, runner.env, runner, handle)
         session.toolsets_for(0)  # a toolset name that resolves to nothing fails now
         yield session

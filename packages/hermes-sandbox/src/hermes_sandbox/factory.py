@@ -18,6 +18,7 @@ from hermes_protocols import ConfigError
 
 from hermes_sandbox.backends.base import HostBackend
 from hermes_sandbox.backends.bwrap import BwrapBackend, BwrapConfig
+from hermes_sandbox.backends.docker_images import alias_pairs
 from hermes_sandbox.backends.local import LocalBackend
 from hermes_sandbox.tools import NamedToolset, TerminalTool, file_toolset
 
@@ -56,7 +57,9 @@ class SandboxSpec:
     """Which backend to start and the settings it needs (unused fields are ignored).
 
     ``image``: docker/modal image (default :data:`DEFAULT_IMAGE`); required by nomad (an image
-    holding ``hermes-sandbox`` and bubblewrap). ``urls``/``token``: the remote sandbox servers
+    holding ``hermes-sandbox`` and bubblewrap). ``image_aliases``: docker image name -> local
+    image, for this image, items' own images and built Dockerfiles' ``FROM`` on a Docker host
+    that cannot pull them. ``urls``/``token``: the remote sandbox servers
     and their bearer token. ``nomad_*``: the Nomad HTTP API, its ACL token and the job-id
     prefix (job id = prefix + pool name). ``cpu``, ``memory_mb``, ``gpu``, ``secrets``,
     ``idle_timeout_s``, ``rollout_timeout_s``: Modal sandbox settings (``None`` = Modal
@@ -65,6 +68,7 @@ class SandboxSpec:
 
     kind: BackendKind = attrs.field(default="bwrap", validator=_kind)
     image: str | None = None
+    image_aliases: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=alias_pairs)
     allow_network: bool = False
     urls: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     token: str | None = attrs.field(default=None, repr=False)
@@ -170,7 +174,12 @@ def build_backend(
     if spec.kind == "docker":
         docker = _load("docker")
         backend: HostBackend = docker.DockerBackend(
-            docker.DockerConfig(image=spec.image or DEFAULT_IMAGE, allow_network=spec.allow_network)
+            docker.DockerConfig(
+                image=spec.image or DEFAULT_IMAGE,
+                allow_network=spec.allow_network,
+                image_aliases=spec.image_aliases,
+                alias_option=_option("image_aliases", option_names),
+            )
         )
         return backend
     if spec.kind == "modal":

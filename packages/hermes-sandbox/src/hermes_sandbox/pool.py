@@ -4,6 +4,10 @@ A host offers ``slots_per_host`` slots. The pool starts ``min_hosts`` hosts on e
 more (up to ``max_hosts``) when acquires wait, stops hosts idle longer than ``idle_timeout``,
 replaces hosts that fail their health check, and on exit (normal, error or cancellation) stops
 every host. On entry it first removes hosts a killed earlier run of the same pool name left.
+
+An item that brings its own image (a terminal-bench task) gets a host of its own running that
+image (:meth:`SandboxPool.acquire_image`, on a backend that runs images): started on acquire,
+removed on release, at most ``max_hosts * slots_per_host`` of them at once.
 """
 
 from __future__ import annotations
@@ -20,10 +24,17 @@ from types import TracebackType
 import anyio
 import attrs
 from anyio.abc import TaskGroup
-from hermes_protocols import AcquireTimeout, ConfigError, PoolStats, SandboxError, Slot
+from hermes_protocols import (
+    AcquireTimeout,
+    ConfigError,
+    PoolStats,
+    SandboxError,
+    Slot,
+    SlotImage,
+)
 
 from hermes_sandbox.backends._host_dirs import HOST_ID_SEPARATOR
-from hermes_sandbox.backends.base import Host, HostBackend, HostSpec
+from hermes_sandbox.backends.base import Host, HostBackend, HostSpec, ImageHostBackend
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +79,8 @@ class PoolConfig:
 
 
 class SandboxPool:
-    """Hands out slots of hosts started by ``backend``; implements ``hermes_protocols.SandboxPool``.
+    """Hands out slots of hosts started by ``backend``; implements ``hermes_protocols.SlotPool``
+    and ``ImageSlotPool``.
 
     Use it as ``async with SandboxPool(backend, PoolConfig(...)) as pool``. ``acquire`` returns
     the backend's slot object itself (so it also offers ``FileTransfer`` when the backend does).
@@ -88,6 +100,8 @@ class SandboxPool:
         self._acquires = 0
         self._waits: deque[float] = deque(maxlen=4096)
         self._wait_max = 0.0
+        self._dedicated: dict[str, Host] = {}  # slot id -> the image host of its own
+        self._image_room = anyio.Semaphore(self.config.max_hosts * self.config.slots_per_host)
         self.orphans_removed = 0
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -134,8 +148,10 @@ class SandboxPool:
         finally:
             with anyio.CancelScope(shield=True):
                 hosts = [entry.host for entry in self._hosts.values()]
+                hosts += self._dedicated.values()
                 self._hosts.clear()
                 self._leases.clear()
+                self._dedicated.clear()
                 async with anyio.create_task_group() as closers:
                     for host in hosts:
                         closers.start_soon(self._close_host, host)
@@ -153,9 +169,9 @@ class SandboxPool:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def _new_spec(self) -> HostSpec:
+    def _new_spec(self, slots: int | None = None) -> HostSpec:
         host_id = f"{self.config.name}{HOST_ID_SEPARATOR}{uuid.uuid4().hex[:12]}"
-        return HostSpec(self.config.name, host_id, self.config.slots_per_host)
+        return HostSpec(self.config.name, host_id, slots or self.config.slots_per_host)
 
     def _launch(self, group: TaskGroup) -> None:
         # Counted before the task runs, so concurrent acquires never start too many hosts.
@@ -276,13 +292,69 @@ class SandboxPool:
             f"({self._describe()}); raise max_hosts or the acquire timeout, or release slots"
         )
 
+    @property
+    def runs_images(self) -> bool:
+        """Whether :meth:`acquire_image` works: the backend starts hosts of a given image."""
+        return isinstance(self.backend, ImageHostBackend)
+
+    async def acquire_image(
+        self, trajectory_id: str, image: SlotImage, *, timeout: float | None = None
+    ) -> Slot:
+        """A slot on a host of its own running ``image``; waits at most ``timeout`` s for room,
+        then starts the host (the image is pulled or built first, within the backend's own
+        timeouts). ``release`` removes the host. Raises ``ImageUnavailable`` naming the image
+        when it cannot be had."""
+        backend = self.backend
+        if not isinstance(backend, ImageHostBackend):
+            raise ConfigError(
+                f"the {backend.name} sandbox runs no container images, but trajectory "
+                f"{trajectory_id!r} needs {image.name or 'an image built from its context'}; "
+                "choose a container sandbox (docker)"
+            )
+        self._check_running()
+        limit = self.config.acquire_timeout if timeout is None else timeout
+        started = time.monotonic()
+        with anyio.move_on_after(limit) as waited:
+            await self._image_room.acquire()
+        if waited.cancelled_caught:
+            raise AcquireTimeout(
+                f"no room for an image host within {limit:.1f}s for trajectory "
+                f"{trajectory_id!r} ({len(self._dedicated)} image hosts running); raise "
+                "max_hosts or the acquire timeout"
+            )
+        try:
+            host = await backend.start_image_host(self._new_spec(slots=1), image)
+        except BaseException:
+            self._image_room.release()
+            raise
+        try:
+            self._check_running()
+        except SandboxError:
+            await self._close_host(host)
+            self._image_room.release()
+            raise
+        slot = host.slot(0)
+        self._dedicated[slot.slot_id] = host
+        self._record_wait(time.monotonic() - started)
+        return slot
+
+    def _check_running(self) -> None:
+        if self._closed or self._tg is None:
+            raise SandboxError(f"pool {self.config.name!r} is not running")
+
     def _record_wait(self, wait: float) -> None:
         self._acquires += 1
         self._waits.append(wait)
         self._wait_max = max(self._wait_max, wait)
 
     async def release(self, slot: Slot, *, reset: bool = True) -> None:
-        """Give ``slot`` back; its workspace is emptied first unless reset is off."""
+        """Give ``slot`` back; its workspace is emptied first unless reset is off (a slot of
+        :meth:`acquire_image` is removed with its host)."""
+        dedicated = self._dedicated.pop(slot.slot_id, None)
+        if dedicated is not None:
+            await self._close_host(dedicated)
+            self._image_room.release()
+            return
         lease = self._leases.pop(slot.slot_id, None)
         if lease is None:
             if self._closed:
@@ -315,10 +387,10 @@ class SandboxPool:
             self._notify()
 
     def stats(self) -> PoolStats:
-        total = len(self._hosts) * self.config.slots_per_host
+        total = len(self._hosts) * self.config.slots_per_host + len(self._dedicated)
         free = self._free_slots()
         return PoolStats(
-            hosts=len(self._hosts),
+            hosts=len(self._hosts) + len(self._dedicated),
             slots_total=total,
             slots_free=free,
             slots_busy=total - free,

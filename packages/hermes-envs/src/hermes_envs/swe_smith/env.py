@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import random
 import shlex
-import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -160,29 +158,31 @@ class SweSmithOracleEnv:
             return await build_fixture_mirror(mirror, lock_timeout=self.config.lock_timeout)
         return "https://github.com"
 
-    async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]:
-        cfg = self.config
-        row = self.row(item)
+    async def _cache(self) -> RepoCache:
         base_url = await self._base_url()
         url_key = hashlib.sha256(base_url.encode()).hexdigest()[:12]
-        cache = RepoCache(
-            Path(cfg.cache_dir) / "repos" / url_key,
+        return RepoCache(
+            Path(self.config.cache_dir) / "repos" / url_key,
             base_url,
-            git_timeout=cfg.git_timeout,
-            lock_timeout=cfg.lock_timeout,
+            git_timeout=self.config.git_timeout,
+            lock_timeout=self.config.lock_timeout,
         )
-        tar = await cache.checkout_tar(row.repo, row.ref)
+
+    async def setup_workspace(self, item: Item, slot: Slot) -> Mapping[str, Any]:
+        """The repository at the row's ref, committed as ``base``; the metadata (JSON only,
+        it goes into every record) names the repository and ref."""
+        row = self.row(item)
+        tar = await (await self._cache()).checkout_tar(row.repo, row.ref)
         await slot.write_file(".hermes_repo.tar", tar)
         git = "git -c user.name=hermes -c user.email=hermes@example.invalid"
         await run_checked(
             slot,
             "tar -xf .hermes_repo.tar && rm -f .hermes_repo.tar && git init -q && "
             f"{git} add -A && {git} commit -qm base",
-            timeout=cfg.git_timeout,
+            timeout=self.config.git_timeout,
             what="unpacking the repository",
         )
-        tests = await anyio.to_thread.run_sync(_test_files, tar, row)
-        return {"repo": row.repo, "ref": row.ref, "test_files": tests}
+        return {"repo": row.repo, "ref": row.ref}
 
     async def _pytest_bundle(self) -> bytes:
         if self._pytest_tar is None:
@@ -192,8 +192,11 @@ class SweSmithOracleEnv:
     async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
         cfg = self.config
         row = self.row(item)
-        if cfg.restore_tests:
-            for path, data in ctx.setup_metadata.get("test_files", {}).items():
+        if cfg.restore_tests:  # the test files as the row's ref has them, from the host cache
+            wanted = [n.split("::", 1)[0] for n in (*row.fail_to_pass, *row.pass_to_pass)]
+            for path, data in (
+                await (await self._cache()).read_files(row.repo, row.ref, wanted)
+            ).items():
                 await ctx.write_file(path, data)
         python = f"{VENV}/bin/python"
         template = cfg.install_command or (PTH_INSTALL if self._fixture_source else ONLINE_INSTALL)
@@ -240,16 +243,3 @@ class SweSmithOracleEnv:
 
 def _infra(details: str) -> Score:
     return Score(reward=0.0, failure=FailureKind.INFRASTRUCTURE, details=details)
-
-
-def _test_files(tar: bytes, row: SweRow) -> dict[str, bytes]:
-    wanted = {n.split("::", 1)[0] for n in (*row.fail_to_pass, *row.pass_to_pass)}
-    found: dict[str, bytes] = {}
-    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-        for member in archive.getmembers():
-            name = member.name.removeprefix("./")
-            if name in wanted and member.isfile():
-                handle = archive.extractfile(member)
-                if handle is not None:
-                    found[name] = handle.read()
-    return found

@@ -1,12 +1,14 @@
 """Bare-repository cache with one git worktree per rollout (cache updates under a file lock).
 
 The worktree is packed as a tar stream and unpacked in the slot, so the same code serves local,
-container and remote slots; the worktree is removed again as soon as it is packed.
+container and remote slots; the worktree is removed again as soon as it is packed. Single files
+(the tests a verifier restores) are read straight from the bare repository.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -76,3 +78,40 @@ class RepoCache:
             with anyio.CancelScope(shield=True):
                 async with file_lock(lock, timeout=self.lock_timeout):
                     await git(["worktree", "remove", "--force", str(worktree)], cwd=bare)
+
+    async def read_files(self, repo: str, ref: str, paths: Sequence[str]) -> dict[str, bytes]:
+        """The files of ``paths`` that exist as files in ``repo`` at ``ref`` (others skipped),
+        read from the bare repository with one ``git cat-file --batch``."""
+        bare = await self.ensure(repo, ref)
+        wanted = list(dict.fromkeys(paths))
+        if not wanted:
+            return {}
+        query = "".join(f"{ref}:{path}\n" for path in wanted).encode()
+        try:
+            with anyio.fail_after(self.git_timeout):
+                done = await anyio.run_process(
+                    ["git", "cat-file", "--batch"], input=query, cwd=bare, check=False
+                )
+        except TimeoutError:
+            raise SetupError(f"reading files of {repo}@{ref} timed out") from None
+        if done.returncode != 0:
+            raise SetupError(f"reading files of {repo}@{ref} failed: {done.stderr.decode()[-500:]}")
+        return _parse_batch(bytes(done.stdout), wanted)
+
+
+def _parse_batch(out: bytes, paths: Sequence[str]) -> dict[str, bytes]:
+    """``git cat-file --batch`` output, one answer per path: ``<oid> <type> <size>\\n<data>\\n``
+    or ``<name> missing\\n``; only blobs are kept."""
+    found: dict[str, bytes] = {}
+    pos = 0
+    for path in paths:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if header[-1] in (b"missing", b"ambiguous"):
+            continue
+        size = int(header[2])
+        if header[1] == b"blob":
+            found[path] = out[pos : pos + size]
+        pos += size + 1
+    return found

@@ -27,8 +27,11 @@ def _bytes_map(value: Mapping[str, bytes]) -> dict[str, bytes]:
 class TbTask:
     """One task: what the agent reads, the files it starts with, and the hidden tests.
 
-    ``environment_files`` are the build context (relative paths, Dockerfile excluded) and
+    ``environment_files`` are the build context (relative paths, Dockerfile excluded),
+    ``dockerfile`` the context's ``Dockerfile`` (built within ``build_timeout``) and
     ``test_files`` hold ``test.sh`` and whatever it needs, uploaded only at verification.
+    ``docker_image`` is a prebuilt image with the environment in it (Harbor: it replaces the
+    build).
     """
 
     name: str
@@ -36,6 +39,8 @@ class TbTask:
     test_files: Mapping[str, bytes] = attrs.field(converter=_bytes_map)
     environment_files: Mapping[str, bytes] = attrs.field(converter=_bytes_map, factory=dict)
     docker_image: str | None = None
+    dockerfile: bytes | None = None
+    build_timeout: float = 600.0
     verifier_timeout: float = 600.0
     agent_timeout: float = 1800.0
     solution: str | None = None
@@ -63,9 +68,8 @@ def load_task_dir(path: Path) -> TbTask:
         config = tomllib.loads((path / "task.toml").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise DatasetError(f"{path}: not a Harbor task directory: {exc}") from exc
-    env_files = {
-        k: v for k, v in _read_tree(path / "environment").items() if k not in SKIP_ENV_FILES
-    }
+    tree = _read_tree(path / "environment")
+    env_files = {k: v for k, v in tree.items() if k not in SKIP_ENV_FILES}
     solve = path / "solution" / "solve.sh"
     environment = config.get("environment", {})
     return TbTask(
@@ -74,6 +78,8 @@ def load_task_dir(path: Path) -> TbTask:
         test_files=_read_tree(path / "tests"),
         environment_files=env_files,
         docker_image=environment.get("docker_image"),
+        dockerfile=tree.get("Dockerfile"),
+        build_timeout=float(environment.get("build_timeout_sec", 600.0)),
         verifier_timeout=float(config.get("verifier", {}).get("timeout_sec", 600.0)),
         agent_timeout=float(config.get("agent", {}).get("timeout_sec", 1800.0)),
         solution=solve.read_text(encoding="utf-8") if solve.is_file() else None,
@@ -112,19 +118,14 @@ def parse_row(row: Mapping[str, Any]) -> TbTask:
     tests = _untar(row.get("tests_tar"), "tests_tar", name, "tests/")
     if isinstance(row.get("test_sh"), str) and row["test_sh"]:
         tests["test.sh"] = row["test_sh"].encode()
-    env_files = {
-        k: v
-        for k, v in _untar(
-            row.get("environment_tar"), "environment_tar", name, "environment/"
-        ).items()
-        if k not in SKIP_ENV_FILES
-    }
+    tree = _untar(row.get("environment_tar"), "environment_tar", name, "environment/")
     return TbTask(
         name=name,
         instruction=row["instruction"],
         test_files=tests,
-        environment_files=env_files,
+        environment_files={k: v for k, v in tree.items() if k not in SKIP_ENV_FILES},
         docker_image=row.get("docker_image") or None,
+        dockerfile=tree.get("Dockerfile"),
         verifier_timeout=float(row.get("verifier_timeout_sec") or 600.0),
         agent_timeout=float(row.get("agent_timeout_sec") or 1800.0),
         solution=row.get("solution") or None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import attrs
-from hermes_protocols import Slot
+from hermes_protocols import Slot, SlotImage
 
 
 @attrs.frozen(slots=True)
@@ -64,4 +64,15 @@ class HostBackend(Protocol):
 
     async def sweep_orphans(self, pool_name: str) -> int:
         """Remove hosts left by a killed earlier run of ``pool_name``; return how many."""
+        ...
+
+
+@runtime_checkable
+class ImageHostBackend(HostBackend, Protocol):
+    """A backend whose hosts can run a given image (containers): the pool's
+    :meth:`~hermes_sandbox.SandboxPool.acquire_image` needs one."""
+
+    async def start_image_host(self, spec: HostSpec, image: SlotImage) -> Host:
+        """A host of one slot (``spec.slots == 1``) running ``image``, its workspace at
+        ``image.workdir`` when set; raises ``ImageUnavailable`` when the image cannot be had."""
         ...

@@ -5,7 +5,9 @@ unless ``allow_network``, pids/memory/cpu limits, and labels naming their pool s
 removes what a killed run left (``docker ps --filter label=...``). Commands run through
 ``docker exec`` under the shared container exec wrapper (GNU ``timeout``, exit 124, and
 nothing the command started outlives it); files move with ``docker exec``/``docker cp``,
-never through a size-limited stdout.
+never through a size-limited stdout. A host may also run an item's own image
+(:meth:`DockerBackend.start_image_host`: one slot, its workspace where the image says, e.g. a
+task's ``/app``); images are found, pulled or built by :mod:`.docker_images`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 import attrs
-from hermes_protocols import ConfigError, ExecResult, SandboxError, Slot, WorkspaceEscape
+from hermes_protocols import (
+    ConfigError,
+    ExecResult,
+    SandboxError,
+    Slot,
+    SlotImage,
+    WorkspaceEscape,
+)
 
 from hermes_sandbox._output import CappedOutput
 from hermes_sandbox.backends._container_exec import (
@@ -28,6 +37,7 @@ from hermes_sandbox.backends._container_exec import (
     resolve_in_workspace,
 )
 from hermes_sandbox.backends.base import Host, HostSpec
+from hermes_sandbox.backends.docker_images import DockerImages, alias_pairs
 from hermes_sandbox.file_window import DEFAULT_MAX_READ_BYTES, FileTooLarge
 
 POOL_LABEL = "org.hermes-rl.pool"
@@ -42,7 +52,9 @@ class DockerConfig:
     A reset empties the slot's workspace; state elsewhere in the container (a task image's
     ``/app``) persists unless ``fresh_container_on_reset`` (one slot per host) replaces the
     container by a fresh one of the image at every reset. ``max_read_bytes`` caps
-    ``read_file``.
+    ``read_file``. ``image_aliases`` map image names (``image``, an item's image, a built
+    Dockerfile's ``FROM``) to local images, for a host that cannot pull; ``alias_option`` is
+    how the user sets them (named in errors).
     """
 
     image: str = "python:3.12-slim"
@@ -57,6 +69,9 @@ class DockerConfig:
     cli_timeout_s: float = 300.0
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
     fresh_container_on_reset: bool = False
+    image_aliases: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=alias_pairs)
+    alias_option: str = "DockerConfig.image_aliases"
+    pull_timeout_s: float = 600.0
 
     def __attrs_post_init__(self) -> None:
         if not posixpath.isabs(self.workspace_root):
@@ -129,10 +144,10 @@ def _file_error(stderr: bytes, path: str) -> Exception:
 class DockerSlot:
     """One workspace directory in a host container."""
 
-    def __init__(self, host: DockerHost, index: int) -> None:
+    def __init__(self, host: DockerHost, index: int, workspace: str | None = None) -> None:
         self._host = host
         self._index = index
-        self._workspace = posixpath.join(host.config.workspace_root, f"slot-{index}")
+        self._workspace = workspace or posixpath.join(host.config.workspace_root, f"slot-{index}")
 
     @property
     def slot_id(self) -> str:
@@ -241,13 +256,17 @@ class DockerSlot:
 
 
 class DockerHost:
-    """A running container with ``slots`` workspace directories."""
+    """A running container with ``slots`` workspace directories (or one at ``workspace``)."""
 
-    def __init__(self, spec: HostSpec, container: str, config: DockerConfig) -> None:
+    def __init__(
+        self, spec: HostSpec, container: str, config: DockerConfig, workspace: str | None = None
+    ) -> None:
+        if workspace is not None and spec.slots != 1:
+            raise ConfigError("a docker host with its own workspace directory has one slot")
         self._spec = spec
         self.container = container
         self.config = config
-        self._slots = [DockerSlot(self, i) for i in range(spec.slots)]
+        self._slots = [DockerSlot(self, i, workspace) for i in range(spec.slots)]
         self._closed = False
 
     @property
@@ -306,6 +325,12 @@ class DockerBackend:
 
     def __init__(self, config: DockerConfig | None = None) -> None:
         self.config = config or DockerConfig()
+        self._images = DockerImages(
+            self.config.docker,
+            dict(self.config.image_aliases),
+            pull_timeout_s=self.config.pull_timeout_s,
+            alias_option=self.config.alias_option,
+        )
 
     @property
     def name(self) -> str:
@@ -314,23 +339,34 @@ class DockerBackend:
     async def start_host(self, spec: HostSpec) -> Host:
         if self.config.fresh_container_on_reset and spec.slots != 1:
             raise ConfigError("fresh_container_on_reset needs one slot per host (slots_per_host=1)")
+        return await self._start(spec, SlotImage(name=self.config.image), None)
+
+    async def start_image_host(self, spec: HostSpec, image: SlotImage) -> Host:
+        """A host of one slot running ``image``, its workspace at ``image.workdir`` (the
+        backend's per-slot directory when ``None``); the pool removes it on release."""
+        if spec.slots != 1:
+            raise ConfigError("a host running an item's own image has one slot")
+        return await self._start(spec, image, image.workdir)
+
+    async def _start(self, spec: HostSpec, image: SlotImage, workspace: str | None) -> Host:
         reason = await docker_available(self.config.docker)
         if reason is not None:
             raise SandboxError(f"docker backend: {reason}")
+        config = attrs.evolve(self.config, image=await self._images.resolve(image))
         host: DockerHost | None = None
         try:
-            done = await _cli(self.config, run_argv(self.config, spec)[1:])
+            done = await _cli(config, run_argv(config, spec)[1:])
             if done.returncode != 0:
                 text = done.stderr.decode(errors="replace").strip()
-                raise SandboxError(f"docker run {self.config.image} failed: {text[:500]}")
-            host = DockerHost(spec, done.stdout.decode().strip(), self.config)
+                raise SandboxError(f"docker run {config.image} failed: {text[:500]}")
+            host = DockerHost(spec, done.stdout.decode().strip(), config, workspace)
             await host.prepare()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if host is not None:
                     await host.close()
                 else:  # the container may exist even if `docker run` was interrupted
-                    await _cli(self.config, ["rm", "-f", spec.host_id], timeout=120)
+                    await _cli(config, ["rm", "-f", spec.host_id], timeout=120)
             raise
         return host
 
