@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import anyio
 import attrs
@@ -61,6 +61,7 @@ RECORDS = "records are plain JSON"
 INFRA = "dead sandbox in verify: infrastructure failure"
 SLOTS = "no slot left in use"
 LEAKS = "nothing left behind"
+T = TypeVar("T")
 #: seconds a slot acquire and the sandbox's first command may take
 ACQUIRE_TIMEOUT_S = 300.0
 
@@ -136,7 +137,7 @@ def _pool(name: str) -> PoolConfig:
     return PoolConfig(name=name, slots_per_host=2, max_hosts=1, acquire_timeout=ACQUIRE_TIMEOUT_S)
 
 
-async def _timed(work: Any) -> tuple[Any, float]:
+async def _timed(work: Awaitable[T]) -> tuple[T, float]:
     started = anyio.current_time()
     value = await work
     return value, anyio.current_time() - started
@@ -207,8 +208,9 @@ async def _rollouts(
     oracle: list[ScoredRollout] = []
     idle: list[ScoredRollout] = []
     outputs: dict[str, str] = {}
-    solver = env if isinstance(env, HasOracle) else None
     idle_runner = RolloutRunner(env, pool, IdleAgent(), toolsets, config=config)
+    # the oracle of the environment as set up for this pool (e.g. a task in its own image)
+    solver = idle_runner.env if isinstance(idle_runner.env, HasOracle) else None
     try:
         allowed = idle_runner.resolve_toolsets(ToolsetSelection(), seed=0)
     except ConfigError as exc:
