@@ -1,8 +1,19 @@
-"""Repository-wide pytest configuration: hypothesis profiles (select with --hypothesis-profile)."""
+"""Repository-wide pytest configuration: hypothesis profiles and the test tiers.
+
+A test is ``slow`` when it loads the real model, starts a server, a container or a Ray
+cluster, uses the trainer's dependencies, or takes more than ``SLOW_S`` seconds; ``nox -s
+unit`` runs the others (``-m "not slow"``, docs/testing.md). A test that uses one of
+``SLOW_FIXTURES`` is marked ``slow`` here, so a new one cannot forget; ``xdist_group`` keeps
+the tests of one shared server on one worker, so ``nox -s tests`` starts it once. Every run
+ends by naming the unmarked tests that took longer than ``SLOW_S``.
+"""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+pytest_plugins = ("pytester",)
 
 settings.register_profile(
     "ci",
@@ -12,3 +23,30 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None, max_examples=50)
 settings.register_profile("thorough", deadline=None, max_examples=5000)
+
+#: a test that takes longer than this (its call, on an idle machine) belongs to the slow tier
+SLOW_S = 3.0
+#: session fixtures that start a real server: their tests are slow and share one worker each
+SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group(name))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    calls = [
+        report
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if isinstance(report, pytest.TestReport) and report.when == "call"
+    ]
+    unmarked = [r for r in calls if r.duration > SLOW_S and "slow" not in r.keywords]
+    if unmarked:
+        terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s: mark them slow")
+        for report in sorted(unmarked, key=lambda r: -r.duration):
+            terminalreporter.write_line(f"{report.duration:6.1f} s  {report.nodeid}")
