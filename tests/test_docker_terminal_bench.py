@@ -44,6 +44,7 @@ tb = pytest.importorskip("hermes_envs.terminal_bench")
 envs = pytest.importorskip("hermes_envs")
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,
     pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}"),
 ]
 
