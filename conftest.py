@@ -4,8 +4,9 @@ A test is ``slow`` when it loads the real model, starts a server, a container or
 cluster, uses the trainer's dependencies, or takes more than ``SLOW_S`` seconds; ``nox -s
 unit`` runs the others (``-m "not slow"``, docs/testing.md). A test that uses one of
 ``SLOW_FIXTURES`` is marked ``slow`` here, so a new one cannot forget; ``xdist_group`` keeps
-the tests of one shared server on one worker, so ``nox -s tests`` starts it once. Every run
-ends by naming the unmarked tests that took longer than ``SLOW_S``.
+the tests of one shared server on one worker, so ``nox -s tests`` starts it once, and workers
+get the slow tests first, so no long test starts last. Every run ends by naming the unmarked
+tests that took longer than ``SLOW_S``.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group(name))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

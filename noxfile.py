@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Callable
-
 import nox
 
 nox.options.default_venv_backend = "none"
@@ -29,25 +25,12 @@ TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trai
 #: the fast tier (docs/testing.md): no real model, server, container or trainer dependency; a
 #: test running longer than the timeout fails, naming the test to mark slow
 UNIT = ("-m", "not slow", "--hypothesis-profile=dev", "--timeout=60")
-#: pytest-xdist for the full suite: most tests wait on sandboxes, servers and subprocesses, so
-#: three workers keep 2 cores busy; a shared server's tests stay on one worker (xdist_group)
-WORKERS = ("-n", "3", "--dist", "loadgroup")
-
-
-def timed(func: Callable[[nox.Session], None]) -> Callable[[nox.Session], None]:
-    """Log how long the session took (CI's output shows where its time goes)."""
-
-    @functools.wraps(func)
-    def run(session: nox.Session) -> None:
-        start = time.monotonic()
-        func(session)
-        session.log(f"{session.name} took {time.monotonic() - start:.0f} s")
-
-    return run
+#: pytest-xdist for the full suite: one worker per core (pass ``-- -n N`` for more); the tests
+#: of one shared server stay on one worker (``xdist_group``, see conftest.py)
+WORKERS = ("-n", "2", "--dist", "loadgroup")
 
 
 @nox.session
-@timed
 def lint(session: nox.Session) -> None:
     """ruff lint + format check, and the package dependency rule (import-linter)."""
     session.run(*RUN, "ruff", "check", ".")
@@ -56,7 +39,6 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
-@timed
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on every package and app (the trainer's dependencies installed first)."""
     session.run(*TRAINER_DEPS, external=True)
@@ -64,23 +46,20 @@ def typecheck(session: nox.Session) -> None:
 
 
 @nox.session
-@timed
 def unit(session: nox.Session) -> None:
     """The fast tier for the inner loop: every test not marked slow (no trainer sync)."""
     session.run(*RUN, "pytest", *UNIT, *session.posargs)
 
 
 @nox.session
-@timed
 def tests(session: nox.Session) -> None:
     """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile,
-    in parallel (the trainer's dependencies installed first: a no-op when they are)."""
+    on two workers (the trainer's dependencies installed first: a no-op when they are)."""
     session.run(*TRAINER_DEPS, external=True)
     session.run(*RUN, "pytest", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
 
 
 @nox.session
-@timed
 def e2e(session: nox.Session) -> None:
     """Only the end-to-end tests (real model, real sandboxes, real servers)."""
     session.run(*TRAINER_DEPS, external=True)
