@@ -22,7 +22,8 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile("dev", deadline=None, max_examples=50)
+#: the inner loop (nox -s unit): tests asking for more examples ask for a multiple of this
+settings.register_profile("dev", deadline=None, max_examples=10)
 settings.register_profile("thorough", deadline=None, max_examples=5000)
 
 #: a test that takes longer than this (its call, on an idle machine) belongs to the slow tier
