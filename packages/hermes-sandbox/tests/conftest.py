@@ -51,6 +51,8 @@ class BackendCase:
     skip_reason: Callable[[], str | None] = lambda: None
     shared: bool = False
     """Uses the session's ``shared_cluster`` (servers started once, checked after each test)."""
+    slow: bool = False
+    """Starts a server, a container or a VM: the ``slow`` tier (``shared`` cases are too)."""
 
 
 @contextlib.asynccontextmanager
@@ -109,12 +111,12 @@ def _cgroups(root: Path) -> list[str]:
     ]
 
 
-def _mounts() -> list[str]:
-    """Mount points, except the session's shared cluster's (its servers mount slot tmpfs
-    workspaces whenever they start hosts; it checks its own cleanup at session end)."""
-    shared = f"{SCRATCH_PARENT}/shared-"
+def _mounts(root: Path) -> list[str]:
+    """Mount points under a test's scratch ``root`` (other tests, other pytest-xdist workers
+    and the session's shared cluster mount slot workspaces elsewhere, at the same time)."""
+    prefix = f"{root}/"
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        return sorted(p for p in (line.split()[4] for line in f) if not p.startswith(shared))
+        return sorted(p for p in (line.split()[4] for line in f) if p.startswith(prefix))
 
 
 T = TypeVar("T")
@@ -156,14 +158,13 @@ def sandbox_root() -> Iterator[Path]:
     SCRATCH_PARENT.chmod(0o755)
     root = SCRATCH_PARENT / uuid.uuid4().hex[:10]
     root.mkdir(mode=0o755)
-    mounts = _mounts()
     children = {p.pid for p in psutil.Process().children(recursive=True)}
     yield root
     try:
         # .bin holds the reachable bwrap copy and the seccomp program: a cache, kept on purpose.
         left = sorted(p.name for p in root.iterdir() if p.name != ".bin")
         assert left == [], f"directories left behind: {left}"
-        added = _settled(lambda: sorted(set(_mounts()) - set(mounts)))
+        added = _settled(lambda: _mounts(root))
         assert added == [], f"mounts left behind: {added}"
         assert _cgroups(root) == [], f"cgroups left behind: {_cgroups(root)}"
         alive = _settled(lambda: _live_children(children))
@@ -187,7 +188,17 @@ def shared_cluster() -> Iterator[Any]:
         yield cluster
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+def _backend_param(name: str) -> Any:
+    """Slow backends' tests are marked ``slow``; the shared cluster's share one pytest-xdist
+    worker, so a parallel session starts it once."""
+    case = BACKENDS[name]
+    marks = [pytest.mark.slow] if case.slow or case.shared else []
+    if case.shared:
+        marks.append(pytest.mark.xdist_group("shared_cluster"))
+    return pytest.param(name, marks=marks)
+
+
+@pytest.fixture(params=[_backend_param(name) for name in sorted(BACKENDS)])
 def backend_case(request: pytest.FixtureRequest) -> BackendCase:
     case = BACKENDS[request.param]
     reason = case.skip_reason()

@@ -138,6 +138,7 @@ async def _use(pool: SlotPool, i: int, results: dict[int, Any]) -> None:
         await pool.release(slot)
 
 
+@pytest.mark.slow
 async def test_hundred_slots_concurrently(make_pool: Callable[..., SlotPool]) -> None:
     results: dict[int, Any] = {}
     async with make_pool(slots_per_host=25, max_hosts=4) as pool:

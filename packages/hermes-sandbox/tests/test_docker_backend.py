@@ -75,6 +75,7 @@ async def test_without_a_daemon_start_fails_with_the_reason() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_live_container() -> None:
     backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
@@ -116,6 +117,7 @@ anyio.run(main)
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
     child = await anyio.open_process([sys.executable, "-c", _KILLED_POOL, BASE_IMAGE], stderr=None)
@@ -138,6 +140,7 @@ async def test_orphan_sweep_after_the_pool_process_was_killed() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_bounded_reads_and_cleanup_of_pools() -> None:
     backend = DockerBackend(DockerConfig(image=BASE_IMAGE, max_read_bytes=1 << 20))
