@@ -1,8 +1,20 @@
-"""Repository-wide pytest configuration: hypothesis profiles (select with --hypothesis-profile)."""
+"""Repository-wide pytest configuration: hypothesis profiles and the test tiers.
+
+A test is ``slow`` when it loads the real model, starts a server, a container or a Ray
+cluster, uses the trainer's dependencies, or takes more than ``SLOW_S`` seconds; ``nox -s
+unit`` runs the others (``-m "not slow"``, docs/testing.md). A test that uses one of
+``SLOW_FIXTURES`` is marked ``slow`` here, so a new one cannot forget; ``xdist_group`` keeps
+the tests of one shared server on one worker, so ``nox -s tests`` starts it once, and workers
+get the slow tests first, so no long test starts last. Every run ends by naming the unmarked
+tests that took longer than ``SLOW_S``.
+"""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+pytest_plugins = ("pytester",)
 
 settings.register_profile(
     "ci",
@@ -10,5 +22,35 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.register_profile("dev", deadline=None, max_examples=50)
+#: the inner loop (nox -s unit): tests asking for more examples ask for a multiple of this
+settings.register_profile("dev", deadline=None, max_examples=10)
 settings.register_profile("thorough", deadline=None, max_examples=5000)
+
+#: a test that takes longer than this (its call, on an idle machine) belongs to the slow tier
+SLOW_S = 3.0
+#: session fixtures that start a real server: their tests are slow and share one worker each
+SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group(name))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    calls = [
+        report
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if isinstance(report, pytest.TestReport) and report.when == "call"
+    ]
+    unmarked = [r for r in calls if r.duration > SLOW_S and "slow" not in r.keywords]
+    if unmarked:
+        terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s: mark them slow")
+        for report in sorted(unmarked, key=lambda r: -r.duration):
+            terminalreporter.write_line(f"{report.duration:6.1f} s  {report.nodeid}")

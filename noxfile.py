@@ -18,10 +18,17 @@ PACKAGES = [
     "apps/batch_runner/src",
     "apps/trainer/src",
     "packages/hermes-report/src",
+    "examples/sales_report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
 TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer")
+#: the fast tier (docs/testing.md): no real model, server, container or trainer dependency; a
+#: test running longer than the timeout fails, naming the test to mark slow
+UNIT = ("-m", "not slow", "--hypothesis-profile=dev", "--timeout=60")
+#: pytest-xdist for the full suite: one worker per core (pass ``-- -n N`` for more); the tests
+#: of one shared server stay on one worker (``xdist_group``, see conftest.py)
+WORKERS = ("-n", "2", "--dist", "loadgroup")
 
 
 @nox.session
@@ -40,17 +47,24 @@ def typecheck(session: nox.Session) -> None:
 
 
 @nox.session
+def unit(session: nox.Session) -> None:
+    """The fast tier for the inner loop: every test not marked slow (no trainer sync)."""
+    session.run(*RUN, "pytest", *UNIT, *session.posargs)
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
-    """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile
-    (the trainer's dependencies installed first)."""
+    """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile,
+    on two workers (the trainer's dependencies installed first: a no-op when they are)."""
     session.run(*TRAINER_DEPS, external=True)
-    session.run(*RUN, "pytest", "--hypothesis-profile=ci", *session.posargs)
+    session.run(*RUN, "pytest", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
 
 
 @nox.session
 def e2e(session: nox.Session) -> None:
     """Only the end-to-end tests (real model, real sandboxes, real servers)."""
-    session.run(*RUN, "pytest", "-m", "e2e", "--hypothesis-profile=ci", *session.posargs)
+    session.run(*TRAINER_DEPS, external=True)
+    session.run(*RUN, "pytest", "-m", "e2e", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
 
 
 @nox.session(name="llama_server")

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
 MASKED = -100
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 #: the smallest budgets that still give a real multi-turn rollout
 TINY = [

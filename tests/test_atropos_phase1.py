@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
 MASKED = -100
 
-pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.anyio]
 
 SERVER = textwrap.dedent(
     """

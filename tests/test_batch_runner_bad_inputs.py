@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "apps" / "batch_runner"
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

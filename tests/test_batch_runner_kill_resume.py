@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ITEMS, GROUP = 40, 2
 EXPECTED = {f"fake/item{i}/{g}" for i in range(ITEMS) for g in range(GROUP)}

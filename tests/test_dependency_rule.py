@@ -8,6 +8,7 @@ copy with one violating module, to show the check can fail.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,3 +63,14 @@ def test_a_sibling_import_breaks_the_check(tmp_path: Path, importer: str, import
     result = _lint_imports(src_root)
     assert result.returncode != 0
     assert f"hermes_{importer}._violation -> hermes_{imported}" in result.stdout
+
+
+def test_the_example_plugin_is_imported_by_nothing_in_the_workspace() -> None:
+    """examples/ are packages a user copies: the workspace only reaches them through the
+    resolver (a file path or an installed entry point), never by import."""
+    sources = [*ROOT.glob("packages/*/src/**/*.py"), *ROOT.glob("apps/*/src/**/*.py")]
+    pattern = re.compile(r"^\s*(from|import)\s+hermes_sales_report\b", re.MULTILINE)
+    importers = [str(p) for p in sources if pattern.search(p.read_text(encoding="utf-8"))]
+    assert importers == []
+    members = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'members = ["packages/*", "apps/*"]' in members

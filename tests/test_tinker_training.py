@@ -1,7 +1,7 @@
 """The trainer through the Tinker API, end to end on a real Tinker server (SkyRL's skyrl-tx
 on CPU, tests/tinker_server.py): rollouts sample from the weights being trained, an update
 runs as forward_backward + optim_step on the server, and the next step samples from the
-saved weights."""
+saved weights; the server's engine goes away with the context (tests/tinker_server.py)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,32 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import pytest
+
+pytest.importorskip("hermes_trainer")  # its own dependencies: see docs/testing.md
+
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.loop import open_trainer
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.tinker_api import TinkerSpec, service_client
 from tinker import types
 
-from tests.tinker_server import tinker_model_dir, tinker_server
+from tests.tinker_server import live_processes, tinker_model_dir, tinker_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def _engines(tmp_path: Path) -> list[int]:
+    return [
+        pid
+        for pid, _, cmdline in live_processes()
+        if "-m tx.tinker.engine" in cmdline and str(tmp_path) in cmdline
+    ]
 
 
 @pytest.mark.timeout(1800)
 def test_a_tinker_step_trains_and_the_next_samples_from_the_new_weights(tmp_path: Path) -> None:
     with tinker_server(tmp_path) as url:
+        assert _engines(tmp_path), "the API server's engine process is not running"
         spec = TinkerSpec(base_model=str(tinker_model_dir()), url=url)
         # SFT on every rollout (reward >= 0): an update happens whatever the rewards are
         config = TrainConfig(
@@ -85,3 +97,4 @@ def test_a_tinker_step_trains_and_the_next_samples_from_the_new_weights(tmp_path
         before, after = anyio.run(run)
         print(f"trained tokens' logprob sum: before {before} after {after}")
         assert sum(after) > sum(before)
+    assert not _engines(tmp_path), "the engine outlived the context"

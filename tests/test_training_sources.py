@@ -20,6 +20,9 @@ import numpy as np
 import pytest
 from hermes_envs.prefill import demonstration_path
 from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
+
+pytest.importorskip("hermes_trainer")  # its own dependencies: see docs/testing.md
+
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.loop import open_trainer, train
 from hermes_trainer.lora import LoraSpec

@@ -22,7 +22,7 @@ from hermes_protocols import (
     ToolSchema,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TERMINAL = ToolSchema(
     name="terminal",
@@ -95,7 +95,6 @@ async def test_prose_cut_by_the_token_limit_is_truncated(tokenizer: GGUFTokenize
     assert result.stop_reason is StopReason.TRUNCATED
 
 
-@pytest.mark.slow
 async def test_a_real_length_finish_of_the_embedded_model_is_truncated() -> None:
     async with await EmbeddedModel.open(n_ctx=1024) as embedded:
         loop = AgentLoop(

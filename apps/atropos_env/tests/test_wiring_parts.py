@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from hermes_atropos_env import HermesAtroposEnvConfig
+from hermes_atropos_env import wiring as wiring_module
 from hermes_atropos_env.cli import prepare
 from hermes_atropos_env.config import InferenceConfig
 from hermes_atropos_env.wiring import (
@@ -212,6 +213,40 @@ def test_a_lora_adapter_needs_the_embedded_model() -> None:
     argv += ["--openai.base_url", "http://127.0.0.1:1/v1", "--openai.model_name", "m"]
     with pytest.raises(ConfigError, match=r"--env\.lora_adapter needs the embedded model"):
         prepare(argv, HermesWiring())
+
+
+COUNTING_ENV = """
+from pathlib import Path
+
+from hermes_envs import EndlessTerminalsConfig, EndlessTerminalsEnv
+
+
+def make() -> EndlessTerminalsEnv:
+    calls = Path(__file__).with_suffix(".calls")
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    return EndlessTerminalsEnv(EndlessTerminalsConfig())
+"""
+
+
+def test_the_source_gets_the_environment_validation_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "elsewhere" / "my_env.py"
+    path.parent.mkdir()
+    path.write_text(COUNTING_ENV)
+    argv = ["process", "--env.environment", f"{path}:make"]
+    argv += ["--env.data_path_to_save_groups", str(tmp_path / "groups.jsonl")]
+    wiring = HermesWiring()
+    _command, env, inference, _notices = prepare(argv, wiring)
+    assert path.with_suffix(".calls").read_text() == "x"
+    opened: list[object] = []
+    monkeypatch.setattr(wiring_module, "open_hermes_source", lambda *args: opened.append(args[3]))
+    wiring.source_factory(env, inference)
+    [environment] = opened
+    assert environment is not None
+    assert environment.name == "endless_terminals"  # type: ignore[attr-defined]
+    assert path.with_suffix(".calls").read_text() == "x"
+    assert rollout_spec(env, inference, TOKENS).pool.name == "atropos-make"
 
 
 def test_image_aliases_reach_the_docker_backend_from_the_command_line() -> None:

@@ -9,11 +9,11 @@ from hermes_batch_runner.errors import BatchRunnerError, CorruptLogError
 from hermes_batch_runner.jsonl_log import (
     JsonlLog,
     RunLock,
-    encode_record,
     iter_records,
     read_records,
     recover_log,
 )
+from hermes_rollouts import RecordError, encode_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,7 +85,7 @@ def test_duplicate_ids_are_corruption(tmp_path: Path) -> None:
 
 
 def test_records_must_be_strict_json() -> None:
-    with pytest.raises(ValueError, match="JSON"):
+    with pytest.raises(RecordError, match=r"record\.reward: nan"):
         encode_record({"id": "a", "reward": math.nan})
 
 

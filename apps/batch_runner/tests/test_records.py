@@ -5,9 +5,9 @@ from collections.abc import Callable
 
 import attrs
 from hermes_batch_runner.filters import WriteFilters
-from hermes_batch_runner.records import rollout_id, rollout_record
 from hermes_protocols import Score, ScoredRollout
 from hermes_protocols.convert import from_sharegpt, messages_from_openai
+from hermes_rollouts import rollout_id, rollout_record
 
 MakeRollout = Callable[..., ScoredRollout]
 

@@ -5,10 +5,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hermes_batch_runner.app import write_outputs
-from hermes_batch_runner.records import rollout_record
 from hermes_batch_runner.run_dir import RunPaths
 from hermes_batch_runner.summary import SessionStats, build_summary
 from hermes_protocols import ScoredRollout
+from hermes_rollouts import rollout_record
 
 MakeRollout = Callable[..., ScoredRollout]
 

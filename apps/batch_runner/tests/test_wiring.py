@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 
 import pytest
-from hermes_batch_runner.cli import build_parser, resolve
+from hermes_batch_runner.cli import _default_wiring, build_parser, resolve
 from hermes_batch_runner.config import RunConfig, config_from_options
 from hermes_batch_runner.wiring import OPTION_NAMES, rollout_spec
 from hermes_envs import default_registry
@@ -140,6 +141,32 @@ def test_env_options_reach_the_environment_and_bad_ones_name_the_flag(tmp_path: 
     with pytest.raises(ConfigError, match=r"--env-options: .*unknown task families \['nope'\]"):
         _config(bad, "--env-options", '{"families": ["nope"]}')
     assert not (bad / "run").exists()
+
+
+COUNTING_ENV = """
+from pathlib import Path
+
+from hermes_envs import EndlessTerminalsConfig, EndlessTerminalsEnv
+
+
+def make() -> EndlessTerminalsEnv:
+    calls = Path(__file__).with_suffix(".calls")
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    return EndlessTerminalsEnv(EndlessTerminalsConfig())
+"""
+
+
+def test_a_file_environment_is_resolved_once_and_handed_to_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "elsewhere" / "my_env.py"
+    path.parent.mkdir()
+    path.write_text(COUNTING_ENV)
+    args = vars(build_parser().parse_args(["--env", f"{path}:make", "--output", str(tmp_path)]))
+    resolved = resolve(args)
+    assert resolved.environment.name == "endless_terminals"
+    assert path.with_suffix(".calls").read_text() == "x"
+    wiring = _default_wiring(resolved)
+    assert isinstance(wiring, functools.partial)
+    assert wiring.keywords["environment"] is resolved.environment
 
 
 def test_image_aliases_reach_the_docker_backend_and_name_the_flag(tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ from hermes_trainer.samples import (
     from_trajectory,
 )
 
+pytestmark = pytest.mark.slow
+
 TRACE = TokenTrace().append_context([1, 2, 3]).append_generated([4, 5], [-0.5, -1.5])
 
 

@@ -15,6 +15,8 @@ from hermes_trainer.packing import TrainSequence, pack, shared_prefix
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.slow
+
 CONFIG = LlamaConfig(
     n_layers=2,
     d_model=16,

@@ -15,6 +15,8 @@ from hermes_trainer.config import TrainConfig
 from hermes_trainer.samples import Sample
 from hermes_trainer.trajectories import TrajectorySource, read_groups
 
+pytestmark = pytest.mark.slow
+
 MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 

@@ -10,6 +10,8 @@ from hermes_trainer.cli import EXIT_CONFIG, build_parser, config_from_args, main
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.tinker_api import TinkerSpec, service_client
 
+pytestmark = pytest.mark.slow
+
 
 def test_tinker_samples_at_temperature_one_only(tmp_path: Path) -> None:
     spec = TinkerSpec(base_model="m", url="http://127.0.0.1:1")

@@ -6,9 +6,15 @@ import itertools
 from typing import Any
 
 import pytest
-from hermes_envs import EndlessTerminalsConfig, EndlessTerminalsEnv, RolloutRunner, RunnerConfig
+from hermes_envs import (
+    EndlessTerminalsConfig,
+    EndlessTerminalsEnv,
+    RolloutRunner,
+    RunnerConfig,
+    SlotRewardContext,
+)
 from hermes_envs.endless import FAMILIES, generate_task
-from hermes_protocols import FailureKind
+from hermes_protocols import AgentResult, FailureKind, SandboxError, StopReason
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,3 +87,15 @@ async def test_items_are_independent_across_slots(
     [bad] = await wrong.run_group(b)
     assert bad.score is not None
     assert bad.score.reward == 0.0
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+async def test_a_slot_that_cannot_be_read_is_never_a_zero_reward(
+    family: str, make_pool: Any
+) -> None:
+    env = EndlessTerminalsEnv(EndlessTerminalsConfig(families=(family,)))
+    item = next(env.items(seed=3))
+    dead = await make_pool(doomed=1, die_after_ops=0).acquire("dead")
+    result = AgentResult(messages=[], stop_reason=StopReason.FINAL_ANSWER, turns=0)
+    with pytest.raises(SandboxError, match="host is gone"):
+        await env.verify(item, result, SlotRewardContext(dead, {}))

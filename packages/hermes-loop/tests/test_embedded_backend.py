@@ -47,6 +47,8 @@ from hermes_protocols import (
     ToolSchema,
 )
 
+pytestmark = pytest.mark.slow
+
 ADD = ToolSchema(
     name="add",
     description="Add two integers",

@@ -19,6 +19,8 @@ from hermes_loop.embedded import (
 )
 from hermes_protocols import Generation, Message, SamplingParams
 
+pytestmark = pytest.mark.slow
+
 TOPICS = ("cats", "the sea", "a robot", "winter")
 
 

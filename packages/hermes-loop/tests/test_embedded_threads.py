@@ -14,6 +14,8 @@ from hermes_loop.embedded import (
 from hermes_loop.embedded.threads import FIRST_PROBE_GAP, MAX_PROBE_GAP, ThreadTuner
 from hermes_protocols import SamplingParams
 
+pytestmark = pytest.mark.slow
+
 
 def run_steps(tuner: ThreadTuner, steps: int, cost: dict[int, float], ids: int = 8) -> list[int]:
     """Drive ``steps`` steps where a step with ``t`` threads costs ``cost[t]`` seconds per id."""

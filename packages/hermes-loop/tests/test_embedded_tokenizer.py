@@ -18,6 +18,8 @@ from hermes_protocols import Message
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.slow
+
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<repo_name>", "<file_sep>"]
 PIECES = [
     " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "\u2003", "\u3000",

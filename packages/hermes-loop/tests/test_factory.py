@@ -184,6 +184,7 @@ async def test_openai_is_a_chat_model_with_extra_body(
             assert handle.template is not None
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_embedded_wires_the_gguf_end_ids_and_the_hf_export(
     parser: Any, tmp_path: Path

@@ -287,6 +287,7 @@ def smollm2_tokenizer() -> GGUFTokenizer:
     return GGUFTokenizer.from_gguf(default_model_path())
 
 
+@pytest.mark.slow
 def test_smollm2_rollout_regions_are_classified(smollm2_tokenizer: GGUFTokenizer) -> None:
     """Regions seen in real SmolLM2-135M rollouts (temperature 1, max_tokens 64)."""
     tok = smollm2_tokenizer

@@ -53,7 +53,7 @@ def test_fast_path_agrees_with_the_state_machine(name: str) -> None:
     parser = get_parser(name)
     markers = [spec.call_start, spec.call_end]
 
-    @settings(max_examples=500)
+    @settings(max_examples=5 * settings.default.max_examples)  # 500; 50 with dev
     @given(
         st.one_of(st.none(), st.text(max_size=10)),
         st.text(max_size=10),

@@ -15,7 +15,7 @@ from hermes_rollouts import (
 )
 from hermes_sandbox.factory import SandboxSpec
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -51,6 +51,8 @@ class BackendCase:
     skip_reason: Callable[[], str | None] = lambda: None
     shared: bool = False
     """Uses the session's ``shared_cluster`` (servers started once, checked after each test)."""
+    slow: bool = False
+    """Starts a server, a container or a VM: the ``slow`` tier (``shared`` cases are too)."""
 
 
 @contextlib.asynccontextmanager
@@ -110,11 +112,11 @@ def _cgroups(root: Path) -> list[str]:
 
 
 def _mounts(root: Path) -> list[str]:
-    """Mount points under ``root``, the test's own scratch directory (where its sandboxes
-    mount; other work on this shared machine, e.g. docker's netns mounts or other test runs,
-    is not the test's)."""
+    """Mount points under a test's scratch ``root`` (other tests, other pytest-xdist workers
+    and the session's shared cluster mount slot workspaces elsewhere, at the same time)."""
+    prefix = f"{root}/"
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
-        return sorted(p for p in (line.split()[4] for line in f) if p.startswith(f"{root}/"))
+        return sorted(p for p in (line.split()[4] for line in f) if p.startswith(prefix))
 
 
 T = TypeVar("T")
@@ -189,7 +191,17 @@ def shared_cluster() -> Iterator[Any]:
         yield cluster
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+def _backend_param(name: str) -> Any:
+    """Slow backends' tests are marked ``slow``; the shared cluster's share one pytest-xdist
+    worker, so a parallel session starts it once."""
+    case = BACKENDS[name]
+    marks = [pytest.mark.slow] if case.slow or case.shared else []
+    if case.shared:
+        marks.append(pytest.mark.xdist_group("shared_cluster"))
+    return pytest.param(name, marks=marks)
+
+
+@pytest.fixture(params=[_backend_param(name) for name in sorted(BACKENDS)])
 def backend_case(request: pytest.FixtureRequest) -> BackendCase:
     case = BACKENDS[request.param]
     reason = case.skip_reason()

@@ -155,6 +155,7 @@ class _Barrier:
             await self._done.wait()
 
 
+@pytest.mark.slow
 async def test_hundred_slots_concurrently(make_pool: Callable[..., SlotPool]) -> None:
     results: dict[int, Any] = {}
     all_in = _Barrier(100)

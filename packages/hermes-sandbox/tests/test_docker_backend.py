@@ -144,6 +144,7 @@ async def test_without_a_daemon_start_fails_with_the_reason() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_live_container() -> None:
     backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
@@ -198,6 +199,7 @@ def _plant(owner: str) -> str:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
     child = await anyio.open_process([sys.executable, "-c", _KILLED_POOL, BASE_IMAGE], stderr=None)
@@ -225,6 +227,7 @@ async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_cleanup_command_removes_containers_of_dead_pools_only() -> None:
     dead = await anyio.to_thread.run_sync(_plant, "1:0")
@@ -242,6 +245,7 @@ async def test_cleanup_command_removes_containers_of_dead_pools_only() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
 async def test_bounded_reads_and_cleanup_of_pools() -> None:
     backend = DockerBackend(DockerConfig(image=BASE_IMAGE, max_read_bytes=1 << 20))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -41,13 +42,15 @@ async def test_setsid_env_i_children_die_with_the_command(
         if kind == "local"
         else BwrapBackend(BwrapConfig(root_dir=root))
     )
+    # unique sleep lengths: other tests and pytest-xdist workers run at the same time
+    first, second = (f"{random.randint(10_000, 99_999)}.{random.randint(100, 999)}" for _ in "12")
     async with SandboxPool(backend, PoolConfig(name="escape", slots_per_host=1)) as pool:
         slot = await pool.acquire("t")
-        finished = await slot.exec(_ESCAPE.format(token=4101), timeout=30)
+        finished = await slot.exec(_ESCAPE.format(token=first), timeout=30)
         assert finished.stdout == "started\n"
-        assert await _gone(leftover_processes, "4101")
-        timed = await slot.exec(_ESCAPE.format(token=4102) + "; sleep 60", timeout=1)
+        assert await _gone(leftover_processes, first)
+        timed = await slot.exec(_ESCAPE.format(token=second) + "; sleep 60", timeout=1)
         assert timed.timed_out
-        assert await _gone(leftover_processes, "4102")
+        assert await _gone(leftover_processes, second)
         await pool.release(slot)
     shutil.rmtree(root)

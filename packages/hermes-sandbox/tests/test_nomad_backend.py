@@ -24,7 +24,7 @@ from hermes_sandbox.backends.nomad import (
     job_payload,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 ACL = "nomad-acl-token"
 SERVE = str(Path(sys.executable).with_name("hermes-sandbox"))
 

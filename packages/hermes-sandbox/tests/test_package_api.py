@@ -67,6 +67,7 @@ def test_import_loads_no_cluster_dependency() -> None:
     assert _modules_after("import hermes_sandbox") == dict.fromkeys(HEAVY, False)
 
 
+@pytest.mark.slow
 def test_modal_sdk_is_imported_only_when_a_backend_talks_to_modal() -> None:
     loaded = _modules_after(
         "from hermes_sandbox import ModalBackend, ModalConfig\n"

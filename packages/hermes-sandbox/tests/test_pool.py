@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import sys
 import textwrap
@@ -123,7 +124,8 @@ async def test_error_inside_the_pool_tears_everything_down(sandbox_root: Path) -
 async def test_cancellation_tears_down_hosts_and_processes(
     sandbox_root: Path, leftover_processes: Callable[[str], list[int]]
 ) -> None:
-    token = "4242.4242"
+    # unique: other tests run at the same time
+    token = f"{random.randint(10_000, 99_999)}.{random.randint(100, 999)}"
     started = anyio.Event()
 
     async def run() -> None:

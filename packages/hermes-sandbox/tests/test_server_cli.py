@@ -16,6 +16,8 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from hermes_sandbox.server.run import READY_PREFIX
 
+pytestmark = pytest.mark.slow  # a real server process per test
+
 TOKEN = "test-token-0123456789"
 
 

@@ -257,8 +257,12 @@ def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
         "remote-server": case(remote_servers, isolated=True, unprivileged=True, shared=True),
         "modal-fake": case(modal_fake, isolated=False, unprivileged=unprivileged_local),
         "nomad-fake": case(nomad_fake, isolated=True, unprivileged=True, shared=True),
-        "docker": case(docker, isolated=True, unprivileged=True, skip_reason=_docker_skip),
-        "gvisor": case(gvisor, isolated=True, unprivileged=True, skip_reason=_gvisor_skip),
+        "docker": case(
+            docker, isolated=True, unprivileged=True, skip_reason=_docker_skip, slow=True
+        ),
+        "gvisor": case(
+            gvisor, isolated=True, unprivileged=True, skip_reason=_gvisor_skip, slow=True
+        ),
     }
 
 

@@ -24,6 +24,8 @@ from hermes_rollouts import (
     AgentBudgets,
     Credentials,
     default_prefill,
+    environments_text,
+    reference_slug,
     root_error,
 )
 
@@ -47,7 +49,8 @@ Run a hermes-envs environment as an Atropos (atroposlib 0.4.0) environment.
 
 Phases: --openai.server_type embedded (default: in-process SmolLM2, exact tokens), sglang, vllm,
 llama_cpp (exact tokens from a server at --openai.base_url) or openai (chat, re-tokenized).
-See docs/atropos.md for every option.
+--env.environment is a shipped or installed name, package.module:NAME or path/to/file.py:NAME;
+`atropos_env --list-envs` lists the available ones. See docs/atropos.md for every option.
 """
 
 
@@ -98,7 +101,7 @@ def command_defaults(
 ) -> dict[str, Any]:
     """Per-command defaults (atroposlib's, minus its forced wandb; small budgets and a
     demonstration for the embedded model)."""
-    environment = str(parsed_env.get("environment", "endless_terminals"))
+    environment = reference_slug(str(parsed_env.get("environment", "endless_terminals")))
     defaults: dict[str, Any] = {
         "wandb_name": f"hermes_{environment}",
         "use_wandb": wandb_available,
@@ -267,6 +270,9 @@ def _drop_status_polling(record: logging.LogRecord) -> bool:
 
 def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--list-envs" in args:
+        print(environments_text())
+        return 0
     if not args or args[0] in ("-h", "--help") or "--help" in args or "-h" in args:
         print(USAGE + options_help())
         return 0 if args else 2

@@ -25,7 +25,9 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     """``--env.*``: atroposlib's env config plus hermes-agent's agent-env fields."""
 
     environment: str = Field(
-        default="endless_terminals", description="Registered hermes-envs environment name."
+        default="endless_terminals",
+        description="The environment: a shipped or installed name (atropos_env --list-envs), "
+        "package.module:NAME or path/to/file.py:NAME.",
     )
     environment_options: dict[str, Any] | None = Field(
         default=None,

@@ -22,8 +22,14 @@ from hermes_loop import ModelSpec
 from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_loop.factory import LoraLoader
-from hermes_protocols import ConfigError, Item, Message, ScoredRollout, TokenTrace
-from hermes_rollouts import Credentials, RolloutSession, open_session, spec_problems
+from hermes_protocols import ConfigError, Environment, Item, Message, ScoredRollout, TokenTrace
+from hermes_rollouts import (
+    Credentials,
+    RolloutSession,
+    check_spec,
+    open_session,
+    reference_slug,
+)
 from hermes_rollouts.spec import (
     AgentBudgets,
     EnvironmentSpec,
@@ -114,7 +120,7 @@ def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
             low = env.min_containers
     name = env.nomad_job_id if mode == "nomad" and env.nomad_job_id else None
     return PoolSpec(
-        name=name or f"atropos-{env.environment}".replace("_", "-"),
+        name=name or f"atropos-{reference_slug(env.environment)}".replace("_", "-"),
         slots_per_host=slots,
         min_hosts=low,
         max_hosts=high,
@@ -266,10 +272,12 @@ async def open_hermes_source(
     env: HermesAtroposEnvConfig,
     inference: InferenceConfig,
     credentials: Credentials | None = None,
+    environment: Environment | None = None,
 ) -> AsyncIterator[RolloutSource]:
-    """Start pool and model for ``env``/``inference``; everything is released on exit."""
+    """Start pool and model for ``env``/``inference`` (with ``environment``: the one already
+    built from them); everything is released on exit."""
     spec = rollout_spec(env, inference, credentials or Credentials())
-    async with open_session(spec, option_names=OPTION_NAMES) as session:
+    async with open_session(spec, option_names=OPTION_NAMES, environment=environment) as session:
         tokenizer, template = session.tokenizer, session.template
         assert tokenizer is not None  # token mode, or --openai.tokenizer_name (validated)
         assert template is not None
@@ -285,13 +293,27 @@ async def open_hermes_source(
 
 class HermesWiring:
     """The CLI's view of the assembly: the spec's problems, the tokenizer directory, the
-    source factory; ``credentials`` are the sandbox tokens."""
+    source factory; ``credentials`` are the sandbox tokens. The environment :meth:`problems`
+    built is the one the source uses (a start resolves it once)."""
 
     def __init__(self, credentials: Credentials | None = None) -> None:
         self._credentials = credentials or Credentials()
+        self._built: tuple[EnvironmentSpec, Environment] | None = None
 
     def problems(self, env: HermesAtroposEnvConfig, inference: InferenceConfig) -> list[str]:
-        return spec_problems(rollout_spec(env, inference, self._credentials), OPTION_NAMES)
+        spec = rollout_spec(env, inference, self._credentials)
+        check = check_spec(spec, OPTION_NAMES)
+        if check.environment is not None:
+            self._built = (spec.environment, check.environment)
+        return list(check.problems)
+
+    def _environment(self, env: HermesAtroposEnvConfig) -> Environment | None:
+        """The environment :meth:`problems` built for these options, if it did."""
+        if self._built is None:
+            return None
+        spec, environment = self._built
+        wanted = rollout_spec(env, InferenceConfig(), self._credentials).environment
+        return environment if wanted == spec else None
 
     def tokenizer_dir(self, inference: InferenceConfig) -> str:
         if inference.server_type == "embedded":
@@ -304,6 +326,6 @@ class HermesWiring:
         def factory(
             env: HermesAtroposEnvConfig, inference: InferenceConfig
         ) -> AbstractAsyncContextManager[RolloutSource]:
-            return open_hermes_source(env, inference, self._credentials)
+            return open_hermes_source(env, inference, self._credentials, self._environment(env))
 
         return factory

@@ -38,7 +38,6 @@ from hermes_batch_runner.jsonl_log import (
     read_records,
     recover_log,
 )
-from hermes_batch_runner.records import rollout_id, rollout_record
 from hermes_batch_runner.run_dir import RunPaths, default_run_dir, prepare_run_dir
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder, build_summary
 
@@ -78,8 +77,6 @@ __all__ = [
     "recover_log",
     "resolve_for_resume",
     "resume_command",
-    "rollout_id",
-    "rollout_record",
     "run_batch",
     "write_outputs",
 ]

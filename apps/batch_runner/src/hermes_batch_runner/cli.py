@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import attrs
 from hermes_loop import SERVER_TYPES
-from hermes_protocols import ConfigError, HermesError
-from hermes_rollouts import Credentials, load_dataset, root_error
+from hermes_protocols import ConfigError, Environment, HermesError
+from hermes_rollouts import Credentials, environments_text, load_dataset, root_error
 from rich.console import Console
 
 from hermes_batch_runner.app import EXIT_INTERRUPTED, RunResult, resume_command, run_batch
@@ -42,8 +42,9 @@ EXIT_FAILED = 1
 RUNS_DIR = Path("runs")
 
 DESCRIPTION = """\
-Generate trajectories with a tool-using agent in sandboxes, verified and scored, from a
-registered environment (default: endless_terminals) or a hermes-agent batch JSONL dataset.
+Generate trajectories with a tool-using agent in sandboxes, verified and scored, from an
+environment (default: endless_terminals; yours as package.module:NAME, path/to/file.py:NAME or
+an installed name, see --list-envs) or a hermes-agent batch JSONL dataset.
 With no options it runs a few items with the embedded SmolLM2 model on the bwrap sandbox,
 offline, into runs/<timestamp>/. Every finished rollout is written durably; a killed run is
 continued with --resume.
@@ -60,6 +61,17 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+class _ListEnvs(argparse.Action):
+    """``--list-envs``: print the available environments and exit (like ``--help``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        print(environments_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="batch_runner",
@@ -70,8 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_argument_group("what to run")
     src.add_argument(
         "--env",
-        metavar="NAME",
-        help="registered environment (endless_terminals, swe_smith_oracle, terminal_bench)",
+        metavar="ENV",
+        help="environment: a shipped or installed name (--list-envs), package.module:NAME or "
+        "path/to/file.py:NAME (default endless_terminals)",
+    )
+    src.add_argument(
+        "--list-envs",
+        action=_ListEnvs,
+        help="list the shipped and installed environments and exit",
     )
     src.add_argument(
         "--env-options",
@@ -204,6 +222,7 @@ class Resolved:
     paths: RunPaths
     resume: bool
     credentials: Credentials
+    environment: Environment
     skipped: tuple[str, ...] = ()
     retry_failed: bool = False
 
@@ -236,28 +255,31 @@ def resolve(args: dict[str, Any]) -> Resolved:
         config = config_from_options(explicit)
         root = Path(config.output) if config.output else default_run_dir(RUNS_DIR)
         config = attrs.evolve(config, output=str(root))
-    check_spec(config, credentials)
+    environment = check_spec(config, credentials)
     skipped: tuple[str, ...] = ()
     if config.dataset:
         loaded = load_dataset(config.dataset, skip_bad_lines=config.on_bad_line == "skip")
         skipped = tuple(f"line {b.lineno}: {b.reason}" for b in loaded.bad_lines)
     paths = prepare_run_dir(root, resume=resume)
-    return Resolved(config, paths, resume, credentials, skipped, retry_failed)
+    return Resolved(config, paths, resume, credentials, environment, skipped, retry_failed)
 
 
-def check_spec(config: RunConfig, credentials: Credentials) -> None:
-    """Every problem of the options at once (one ConfigError), before anything is created."""
+def check_spec(config: RunConfig, credentials: Credentials) -> Environment:
+    """Every problem of the options at once (one ConfigError), before anything is created;
+    the run's environment (resolved here, once)."""
     from hermes_rollouts import validate
 
     from hermes_batch_runner.wiring import OPTION_NAMES, rollout_spec
 
-    validate(rollout_spec(config, credentials), OPTION_NAMES)
+    return validate(rollout_spec(config, credentials), OPTION_NAMES)
 
 
-def _default_wiring(credentials: Credentials) -> Wiring:
+def _default_wiring(resolved: Resolved) -> Wiring:
     from hermes_batch_runner.wiring import real_components
 
-    return functools.partial(real_components, credentials=credentials)
+    return functools.partial(
+        real_components, credentials=resolved.credentials, environment=resolved.environment
+    )
 
 
 def _fmt(value: object) -> str:
@@ -313,7 +335,7 @@ def main(argv: Sequence[str] | None = None, *, wiring: Wiring | None = None) -> 
     config, paths, resume = resolved.config, resolved.paths, resolved.resume
     for line in resolved.skipped:
         console.print(f"[yellow]skipping invalid dataset {line}[/]", highlight=False)
-    chosen = wiring or _default_wiring(resolved.credentials)
+    chosen = wiring or _default_wiring(resolved)
     console.print(f"batch run: {config.source} -> {paths.root}", highlight=False)
     try:
         result = anyio.run(

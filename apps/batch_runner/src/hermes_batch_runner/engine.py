@@ -15,10 +15,10 @@ from typing import Literal, TypeAlias
 import anyio
 import attrs
 from hermes_protocols import Item, JSONObject, ScoredRollout
+from hermes_rollouts import rollout_id, rollout_record
 
 from hermes_batch_runner.filters import WriteFilters
 from hermes_batch_runner.jsonl_log import JsonlLog
-from hermes_batch_runner.records import rollout_id, rollout_record
 from hermes_batch_runner.summary import generated_tokens
 
 Status: TypeAlias = Literal["kept", "failed", "filtered"]

@@ -7,7 +7,16 @@ from typing import Any
 
 import attrs
 
-from hermes_batch_runner.records import has_reasoning
+
+def has_reasoning(record: Mapping[str, Any]) -> bool:
+    """Whether any assistant turn of the record carries non-empty reasoning."""
+    reasoning = record.get("reasoning") or []
+    if any(isinstance(r, str) and r.strip() for r in reasoning):
+        return True
+    return any(
+        isinstance(m, dict) and m.get("role") == "assistant" and m.get("reasoning_content")
+        for m in record.get("messages") or []
+    )
 
 
 @attrs.frozen(slots=True)

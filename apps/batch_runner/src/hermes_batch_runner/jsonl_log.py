@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import attrs
+from hermes_rollouts import encode_record
 
 from hermes_batch_runner.errors import BatchRunnerError, CorruptLogError
 
@@ -77,11 +78,6 @@ def recover_log(path: Path) -> Recovery:
             handle.flush()
             os.fsync(handle.fileno())
     return Recovery(frozenset(ids), len(lines), dropped)
-
-
-def encode_record(record: Mapping[str, Any]) -> bytes:
-    """One record as a single JSON line (strict JSON: NaN/inf are refused)."""
-    return json.dumps(record, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
 
 
 class JsonlLog:

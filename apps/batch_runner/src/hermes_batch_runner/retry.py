@@ -11,7 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hermes_batch_runner.jsonl_log import encode_record, iter_records
+from hermes_rollouts import encode_record
+
+from hermes_batch_runner.jsonl_log import iter_records
 from hermes_batch_runner.run_dir import RunPaths
 
 HISTORY_FILE = "failed_history.jsonl"

@@ -18,7 +18,7 @@ import anyio
 from hermes_loop import ModelSpec
 from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
-from hermes_protocols import Item, ScoredRollout
+from hermes_protocols import Environment, Item, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     Credentials,
@@ -30,11 +30,11 @@ from hermes_rollouts import (
     ToolsetSpec,
     derive_seed,
     open_session,
+    rollout_id,
 )
 from hermes_sandbox.factory import SandboxSpec
 
 from hermes_batch_runner.config import RunConfig
-from hermes_batch_runner.records import rollout_id
 
 #: seconds the runner's agent phase adds to --rollout-timeout (the loop stops itself first)
 AGENT_PHASE_MARGIN_S = 60.0
@@ -203,10 +203,10 @@ class SessionComponents:
 
 @asynccontextmanager
 async def real_components(
-    config: RunConfig, *, credentials: Credentials
+    config: RunConfig, *, credentials: Credentials, environment: Environment | None = None
 ) -> AsyncIterator[SessionComponents]:
-    """Open the session of ``config``; the pool and the model are released on exit."""
-    async with open_session(
-        rollout_spec(config, credentials), option_names=OPTION_NAMES
-    ) as session:
+    """Open the session of ``config`` (with ``environment``: the one the command line already
+    resolved from it); the pool and the model are released on exit."""
+    spec = rollout_spec(config, credentials)
+    async with open_session(spec, option_names=OPTION_NAMES, environment=environment) as session:
         yield SessionComponents(config, session)

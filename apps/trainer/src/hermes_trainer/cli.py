@@ -8,15 +8,16 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import attrs
-from hermes_protocols import HermesError
-from hermes_rollouts import root_error
+from hermes_protocols import ConfigError, HermesError
+from hermes_rollouts import environments_text, root_error
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import ENDLESS, TrainConfig
 from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import config_record, train
 from hermes_trainer.lora import LoraSpec
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="apps/trainer",
         description="GRPO (or SFT) on a LoRA adapter (JAX) of the embedded model. By default "
-        "it samples endless_terminals groups itself, updates, hot-loads the adapter and "
+        "it samples groups of --env (endless_terminals) itself, updates, hot-loads the adapter and "
         "repeats; --atropos-url trains on an Atropos environment's groups, --trajectories on "
         "a batch runner's; --tinker-model samples and trains through the Tinker API.",
     )
@@ -66,8 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     add("--steps", type=int, default=defaults.steps, help="at most this many steps")
     add("--groups-per-step", type=int, default=defaults.groups_per_step)
     add("--group-size", type=int, default=defaults.group_size)
-    add("--families", default=",".join(defaults.families), help="endless_terminals families")
-    add("--difficulties", default="1", help="comma-separated levels (1-3)")
+    add(
+        "--env",
+        default=defaults.env,
+        help="the environment: a shipped or installed name (--list-envs), package.module:NAME "
+        "or path/to/file.py:NAME",
+    )
+    add("--env-options", type=_json_object, default={}, help="the environment's options (JSON)")
+    add("--list-envs", action=_ListEnvs, help="list the available environments and exit")
+    add(
+        "--families",
+        help=f"endless_terminals families (default {','.join(defaults.families)})",
+    )
+    add("--difficulties", help="endless_terminals levels, comma-separated (default 1)")
     add("--temperature", type=float, default=defaults.temperature)
     add("--max-turns", type=int, default=defaults.max_turns)
     add("--max-tokens", type=int, default=defaults.max_tokens, help="per turn")
@@ -95,8 +107,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         steps=args.steps,
         groups_per_step=args.groups_per_step,
         group_size=args.group_size,
-        families=tuple(f for f in args.families.split(",") if f),
-        difficulties=tuple(int(d) for d in args.difficulties.split(",") if d),
+        env=args.env,
+        env_options=args.env_options,
+        **_endless(args),
         temperature=args.temperature,
         max_turns=args.max_turns,
         max_tokens=args.max_tokens,
@@ -118,6 +131,44 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         return config
     prefill = None if args.prefill_messages == "none" else args.prefill_messages
     return attrs.evolve(config, prefill_messages=prefill)
+
+
+def _endless(args: argparse.Namespace) -> dict[str, Any]:
+    """``--families``/``--difficulties`` (endless_terminals only)."""
+    given = {"families": args.families, "difficulties": args.difficulties}
+    chosen = {k: v for k, v in given.items() if v is not None}
+    if chosen and args.env != ENDLESS:
+        raise ValueError(
+            f"--families and --difficulties choose {ENDLESS} tasks; pass --env-options for "
+            f"{args.env}"
+        )
+    out: dict[str, Any] = {}
+    if args.families is not None:
+        out["families"] = tuple(f for f in args.families.split(",") if f)
+    if args.difficulties is not None:
+        out["difficulties"] = tuple(int(d) for d in args.difficulties.split(",") if d)
+    return out
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+class _ListEnvs(argparse.Action):
+    """``--list-envs``: print the available environments and exit (like ``--help``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        print(environments_text())
+        parser.exit()
 
 
 def _tinker(args: argparse.Namespace) -> TinkerSpec | None:
@@ -177,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             history = anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
     except Exception as exc:
         error = root_error(exc)
+        if isinstance(error, ConfigError):
+            console.print(f"[red]error:[/] {error}", highlight=False)
+            return EXIT_CONFIG
         if not isinstance(error, HermesError | OSError):
             raise
         console.print(f"[red]error:[/] {type(error).__name__}: {error}", highlight=False)

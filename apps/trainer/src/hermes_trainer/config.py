@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 from hermes_envs.prefill import demonstration_path
@@ -12,6 +14,7 @@ from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.tinker_api import TinkerSpec
 
+ENDLESS = "endless_terminals"
 #: a short system prompt: the model's context (and the learner's compute) goes to the task
 SYSTEM_PROMPT = "Use the terminal tool to change files."
 
@@ -31,6 +34,9 @@ class TrainConfig:
     (``epochs`` passes). ``group_size`` rollouts of each of ``groups_per_step`` items per step
     (with Atropos: ``groups_per_step * group_size`` sequences per batch); ``temperature`` is
     the live sampler's (the learner scores each group at the temperature its rollouts record).
+    ``env`` is the environment reference (a shipped or installed name, ``package.module:NAME``
+    or ``path/to/file.py:NAME``) and ``env_options`` its options; ``families`` and
+    ``difficulties`` are ``endless_terminals``' (ignored for any other environment).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
     held-out tasks (``group_size`` rollouts each) are run before and after training (live
     source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``.
@@ -41,6 +47,8 @@ class TrainConfig:
     steps: int = attrs.field(default=20, validator=_positive)
     groups_per_step: int = attrs.field(default=4, validator=_positive)
     group_size: int = attrs.field(default=8, validator=_positive)
+    env: str = ENDLESS
+    env_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     families: tuple[str, ...] = ("write_word",)
     difficulties: tuple[int, ...] = (1,)
     temperature: float = 0.6
@@ -84,6 +92,19 @@ class TrainConfig:
             raise ValueError(
                 "the Tinker API reports and scores logprobs at temperature 1: pass --temperature 1"
             )
+
+    @property
+    def environment_options(self) -> dict[str, Any]:
+        """The environment's options: ``env_options``, over ``families``/``difficulties`` and
+        the terminal toolset for ``endless_terminals``."""
+        if self.env != ENDLESS:
+            return dict(self.env_options)
+        endless = {
+            "families": list(self.families),
+            "difficulties": list(self.difficulties),
+            "toolsets": ["terminal"],
+        }
+        return {**endless, **self.env_options}
 
     @property
     def adapter_path(self) -> Path:

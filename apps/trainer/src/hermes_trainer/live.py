@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 from hermes_loop import ModelSpec
-from hermes_protocols import ConfigError, ScoredRollout
+from hermes_protocols import ConfigError, Environment, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     EnvironmentSpec,
@@ -27,6 +27,7 @@ from hermes_rollouts import (
     ToolsetSpec,
     derive_seed,
     open_session,
+    validate,
 )
 
 from hermes_trainer.config import TrainConfig
@@ -35,7 +36,8 @@ from hermes_trainer.source import Collected, Weights
 
 #: the trainer's options, for the assembly's error messages
 OPTION_NAMES = {
-    "environment.options": "--families / --difficulties",
+    "environment.name": "--env",
+    "environment.options": "--env-options",
     "environment.prefill_messages": "--prefill-messages",
     "budgets.max_turns": "--max-turns",
     "budgets.max_tokens_per_turn": "--max-tokens",
@@ -57,12 +59,8 @@ def rollout_spec(config: TrainConfig) -> RolloutSpec:
         ),
         pool=PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
         environment=EnvironmentSpec(
-            name="endless_terminals",
-            options={
-                "families": list(config.families),
-                "difficulties": list(config.difficulties),
-                "toolsets": ["terminal"],
-            },
+            name=config.env,
+            options=config.environment_options,
             system_prompt=config.system_prompt,
             prefill_messages=config.prefill_messages,
         ),
@@ -134,12 +132,22 @@ class LiveSource:
         return rewards
 
 
+def live_environment(config: TrainConfig) -> Environment:
+    """The run's environment, resolved and built (one :class:`ConfigError` naming the
+    trainer's options when it cannot be): done first, before any weights load."""
+    return validate(rollout_spec(config), OPTION_NAMES)
+
+
 @asynccontextmanager
 async def open_live(
-    config: TrainConfig, model: ModelOpener | None = None
+    config: TrainConfig,
+    model: ModelOpener | None = None,
+    environment: Environment | None = None,
 ) -> AsyncIterator[LiveSource]:
     """Start the rollout session (sandboxes and the embedded model, or ``model``: the Tinker
-    sampler); released on exit."""
+    sampler; ``environment``: the one :func:`live_environment` built); released on exit."""
     spec = rollout_spec(config)
-    async with open_session(spec, option_names=OPTION_NAMES, model=model) as session:
+    async with open_session(
+        spec, option_names=OPTION_NAMES, model=model, environment=environment
+    ) as session:
         yield LiveSource(config, session)

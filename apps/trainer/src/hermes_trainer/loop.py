@@ -19,13 +19,15 @@ import anyio
 import anyio.to_thread
 import attrs
 from hermes_loop.embedded.model_file import resolve_model_path
+from hermes_protocols import Environment
+from hermes_rollouts import reference_slug
 
 from hermes_trainer.atropos_feed import open_atropos_feed
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import ENDLESS, TrainConfig
 from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
-from hermes_trainer.live import LiveSource, open_live
+from hermes_trainer.live import LiveSource, live_environment, open_live
 from hermes_trainer.metrics import Evaluation, StepMetrics, append_jsonl, plot
 from hermes_trainer.source import BatchSource, Collected, Learner, LocalLearner, Weights
 from hermes_trainer.tinker_api import TinkerLearner, open_tinker, tinker_model
@@ -126,8 +128,10 @@ class Trainer:
         return evaluation
 
 
-def open_source(config: TrainConfig, model_path: Path) -> AbstractAsyncContextManager[BatchSource]:
-    """The run's source (see :class:`TrainConfig`)."""
+def open_source(
+    config: TrainConfig, model_path: Path, environment: Environment | None
+) -> AbstractAsyncContextManager[BatchSource]:
+    """The run's source (see :class:`TrainConfig`; ``environment``: the live source's)."""
     if config.atropos_url:
         return open_atropos_feed(
             config.atropos_url,
@@ -144,13 +148,16 @@ def open_source(config: TrainConfig, model_path: Path) -> AbstractAsyncContextMa
             epochs=config.epochs,
             seed=config.seed,
         )
-    return open_live(config)
+    return open_live(config, environment=environment)
 
 
 @asynccontextmanager
 async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
     """Start the learner (the base weights in a local LoRA learner, or a Tinker training
-    client) and the source; closed on exit."""
+    client) and the source; closed on exit. The live source's environment is resolved first,
+    so a wrong ``--env`` fails before any weights load."""
+    live = not (config.atropos_url or config.trajectories)
+    environment = live_environment(config) if live else None
     await anyio.Path(config.output).mkdir(parents=True, exist_ok=True)
     if config.tinker is not None:
         async with open_tinker(config.tinker, rank=config.lora.rank, seed=config.seed) as run:
@@ -160,7 +167,7 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
                 objective=config.objective,
                 timeout_s=config.tinker.timeout_s,
             )
-            async with open_live(config, model=tinker_model(run)) as source:
+            async with open_live(config, tinker_model(run), environment) as source:
                 yield Trainer(config, source, learner)
         return
     model_path = resolve_model_path(config.model)
@@ -170,7 +177,7 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
             base, config.lora, config.optimizer, objective=config.objective, seed=config.seed
         )
     )
-    async with open_source(config, model_path) as source:
+    async with open_source(config, model_path, environment) as source:
         yield Trainer(config, source, LocalLearner(local, config.adapter_path, config.lora.alpha))
 
 
@@ -209,6 +216,8 @@ def _title(config: TrainConfig) -> str:
     if config.trajectories:
         names = ", ".join(path.name for path in config.trajectories)
         return f"{config.objective} on {names}, seed {config.seed}"
+    if config.env != ENDLESS:
+        return f"{reference_slug(config.env)}, seed {config.seed}"
     levels = ",".join(str(d) for d in config.difficulties)
     return f"{','.join(config.families)} (level {levels}), seed {config.seed}"
 

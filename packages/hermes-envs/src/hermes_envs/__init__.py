@@ -1,10 +1,11 @@
 """hermes-envs: the rollout runner, the reward context and the shipped environments."""
 
+from hermes_envs._wrapped import WrappedEnvironment
 from hermes_envs.catalog import default_registry
 from hermes_envs.context import SlotRewardContext
 from hermes_envs.endless import EndlessTerminalsConfig, EndlessTerminalsEnv
 from hermes_envs.errors import DatasetError, PhaseTimeout, SetupError
-from hermes_envs.oracle import HasOracle
+from hermes_envs.oracle import HasOracle, IdleAgent, ScriptAgent
 from hermes_envs.prompt_override import SystemPromptOverride, with_system_prompt
 from hermes_envs.registry import EnvRegistry, EnvSpec
 from hermes_envs.runner import (
@@ -31,11 +32,13 @@ __all__ = [
     "EnvSpec",
     "GroupCallback",
     "HasOracle",
+    "IdleAgent",
     "PhaseTimeout",
     "RolloutCallback",
     "RolloutRunner",
     "RunSummary",
     "RunnerConfig",
+    "ScriptAgent",
     "SetupError",
     "SlotRewardContext",
     "SlotToolExecutor",
@@ -46,6 +49,7 @@ __all__ = [
     "TerminalBenchEnv",
     "ToolsetDistribution",
     "ToolsetSelection",
+    "WrappedEnvironment",
     "default_registry",
     "resolve_toolsets",
     "with_system_prompt",

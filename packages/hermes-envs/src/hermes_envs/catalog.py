@@ -16,7 +16,7 @@ def default_registry() -> EnvRegistry:
                 "endless_terminals",
                 EndlessTerminalsConfig,
                 EndlessTerminalsEnv,
-                "procedural terminal tasks (28 families, 3 levels) with oracle solutions",
+                "procedural terminal tasks (29 families, 3 levels) with oracle solutions",
             ),
             EnvSpec(
                 "swe_smith_oracle",

@@ -54,22 +54,31 @@ class EnvRegistry:
                 f"no environment named {name!r}; registered: {', '.join(self.names()) or 'none'}"
             ) from None
 
-    def config(self, name: str, values: Mapping[str, Any] | None = None) -> Any:
-        """Build the typed config of ``name`` from plain values (e.g. parsed YAML/CLI)."""
+    def config(
+        self, name: str, values: Mapping[str, Any] | None = None, *, option: str = "options"
+    ) -> Any:
+        """Build the typed config of ``name`` from plain values (e.g. parsed YAML/CLI); errors
+        name each value as ``<option>.<field>`` (``option``: the caller's option name)."""
         spec = self.spec(name)
         try:
             return self._converter.structure(dict(values or {}), spec.config_type)
         except Exception as exc:
             details = "; ".join(
-                cattrs.transform_error(exc, path="options", format_exception=_describe)
+                cattrs.transform_error(exc, path=option, format_exception=_describe)
             )
             raise ConfigError(f"bad config for environment {name!r}: {details}") from exc
 
-    def create(self, name: str, config: object | Mapping[str, Any] | None = None) -> Environment:
+    def create(
+        self,
+        name: str,
+        config: object | Mapping[str, Any] | None = None,
+        *,
+        option: str = "options",
+    ) -> Environment:
         """Instantiate ``name`` with a config instance, a mapping of values, or defaults."""
         spec = self.spec(name)
         if config is None or isinstance(config, Mapping):
-            config = self.config(name, config)
+            config = self.config(name, config, option=option)
         if not isinstance(config, spec.config_type):
             raise ConfigError(
                 f"environment {name!r} takes a {spec.config_type.__name__}, "

@@ -6,13 +6,25 @@ their options onto the spec and the session's results onto their output formats.
 """
 
 from hermes_rollouts.boundary import root_error
+from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
+from hermes_rollouts.env_check import check_environment
 from hermes_rollouts.environment import (
     EMBEDDED_TOOLSETS,
     build_environment,
     default_prefill,
     default_toolsets,
+)
+from hermes_rollouts.plugin_loading import ENTRY_POINT_GROUP, PluginError
+from hermes_rollouts.plugins import (
+    EnvironmentInfo,
+    EnvironmentPlugin,
+    available_environments,
+    environment_names,
+    environments_text,
+    reference_slug,
+    resolve_environment,
 )
 from hermes_rollouts.preflight import PreflightError
 from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
@@ -31,9 +43,16 @@ from hermes_rollouts.spec import (
     SamplingSpec,
     ToolsetSpec,
 )
+from hermes_rollouts.trajectory_record import (
+    RecordError,
+    encode_record,
+    rollout_id,
+    rollout_record,
+)
 from hermes_rollouts.validation import (
     TOOLSET_NAMES,
-    environment_names,
+    SpecCheck,
+    check_spec,
     parser_names,
     spec_problems,
     validate,
@@ -41,30 +60,48 @@ from hermes_rollouts.validation import (
 
 __all__ = [
     "EMBEDDED_TOOLSETS",
+    "ENTRY_POINT_GROUP",
     "TOOLSET_NAMES",
     "AgentBudgets",
+    "CheckResult",
     "Credentials",
     "DatasetEnvironment",
+    "EnvironmentCheckReport",
+    "EnvironmentInfo",
+    "EnvironmentPlugin",
     "EnvironmentSpec",
     "LoadedDataset",
     "ModelOpener",
+    "PluginError",
     "PoolSpec",
     "PreflightError",
+    "RecordError",
     "RolloutSession",
     "RolloutSpec",
     "SamplingSpec",
+    "SpecCheck",
+    "Status",
     "ToolsetSpec",
+    "available_environments",
     "build_environment",
+    "check_environment",
+    "check_spec",
     "conversations",
     "default_prefill",
     "default_toolsets",
     "derive_seed",
+    "encode_record",
     "environment_names",
+    "environments_text",
     "get_parser",
     "load_dataset",
     "model_view",
     "open_session",
     "parser_names",
+    "reference_slug",
+    "resolve_environment",
+    "rollout_id",
+    "rollout_record",
     "root_error",
     "spec_problems",
     "system_prompt",

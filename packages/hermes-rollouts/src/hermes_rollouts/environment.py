@@ -1,13 +1,18 @@
-"""``EnvironmentSpec`` -> the environment of a session: a registered one or a batch dataset,
-with the system prompt override and the prefill demonstration applied."""
+"""``EnvironmentSpec`` -> the environment of a session: any environment reference (resolved by
+:func:`hermes_rollouts.resolve_environment`: a shipped or installed name, a module or a file)
+or a batch dataset, with the system prompt override and the prefill demonstration applied."""
 
 from __future__ import annotations
 
-from hermes_envs import default_registry, with_system_prompt
+from collections.abc import Mapping
+
+from hermes_envs import DatasetError, with_system_prompt
 from hermes_envs.prefill import demonstration_path, load_prefill, with_prefill
-from hermes_protocols import Environment
+from hermes_protocols import ConfigError, Environment
 
 from hermes_rollouts.dataset import DatasetEnvironment, load_dataset
+from hermes_rollouts.option_names import OptionNames
+from hermes_rollouts.plugins import resolve_environment
 from hermes_rollouts.spec import EnvironmentSpec
 
 #: the toolsets the embedded model gets unless told otherwise (its small context and CPU budget)
@@ -41,18 +46,48 @@ def default_prefill(
     return None
 
 
-def build_environment(spec: EnvironmentSpec) -> Environment:
-    """The environment ``spec`` describes (not started: environments hold no resources)."""
-    environment: Environment
+def environment_check(
+    spec: EnvironmentSpec, names: OptionNames | None = None
+) -> tuple[list[str], Environment | None]:
+    """Every problem of ``spec`` (each naming the caller's option) and, when there is none,
+    its environment: the reference resolved and built once."""
+    name = names or OptionNames()
+    problems: list[str] = []
+    environment: Environment | None = None
     if spec.dataset:
-        loaded = load_dataset(spec.dataset, skip_bad_lines=spec.skip_bad_lines)
-        environment = DatasetEnvironment(
-            loaded.items, spec.dataset_toolsets, system_prompt=spec.system_prompt
-        )
+        try:
+            loaded = load_dataset(spec.dataset, skip_bad_lines=spec.skip_bad_lines)
+        except DatasetError as exc:
+            problems.append(f"{name('environment.dataset')}: {exc}")
+        else:
+            environment = DatasetEnvironment(
+                loaded.items, spec.dataset_toolsets, system_prompt=spec.system_prompt
+            )
     else:
-        environment = with_system_prompt(
-            default_registry().create(spec.name, spec.options or None), spec.system_prompt
-        )
+        try:
+            plugin = resolve_environment(spec.name, option=name("environment.name"))
+            built = plugin.create(spec.options, option=name("environment.options"))
+        except ConfigError as exc:
+            problems.append(str(exc))
+        else:
+            environment = with_system_prompt(built, spec.system_prompt)
     if spec.prefill_messages:
-        environment = with_prefill(environment, load_prefill(spec.prefill_messages))
+        try:
+            prefill = load_prefill(spec.prefill_messages)
+        except DatasetError as exc:
+            problems.append(f"{name('environment.prefill_messages')}: {exc}")
+        else:
+            if environment is not None:
+                environment = with_prefill(environment, prefill)
+    return problems, None if problems else environment
+
+
+def build_environment(
+    spec: EnvironmentSpec, option_names: Mapping[str, str] | None = None
+) -> Environment:
+    """The environment ``spec`` describes (not started: environments hold no resources);
+    raises one :class:`ConfigError` listing its problems."""
+    problems, environment = environment_check(spec, OptionNames(option_names))
+    if problems or environment is None:
+        raise ConfigError("; ".join(problems))
     return environment

@@ -8,8 +8,8 @@ import anyio
 from hermes_loop import ModelHandle
 from hermes_protocols import HermesError, Message, SamplingParams, SlotPool
 
+from hermes_rollouts.option_names import OptionNames
 from hermes_rollouts.spec import RolloutSpec
-from hermes_rollouts.validation import OptionNames
 
 #: seconds the preflight command may take once a host is up
 COMMAND_TIMEOUT_S = 60.0

@@ -35,10 +35,10 @@ from hermes_protocols import (
 from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.factory import build_backend, build_toolsets
 
-from hermes_rollouts.environment import build_environment
+from hermes_rollouts.option_names import OptionNames
 from hermes_rollouts.preflight import check_model, check_sandbox, host_start_failed
 from hermes_rollouts.spec import RolloutSpec
-from hermes_rollouts.validation import OptionNames, validate
+from hermes_rollouts.validation import validate
 
 
 def derive_seed(seed: int, key: str) -> int:
@@ -192,17 +192,19 @@ async def open_session(
     option_names: Mapping[str, str] | None = None,
     preflight: bool = True,
     model: ModelOpener | None = None,
+    environment: Environment | None = None,
 ) -> AsyncIterator[RolloutSession]:
     """Validate ``spec``, start the pool and the model (each proven to work unless
     ``preflight`` is false) and yield the session; everything is released on exit.
-    ``model`` replaces ``spec.model`` with a model the caller opens (a trainer's own sampler).
+    ``model`` replaces ``spec.model`` with a model the caller opens (a trainer's own sampler);
+    ``environment`` is the one :func:`hermes_rollouts.validate` already built from
+    ``spec.environment`` (so a start resolves its environment once), else it is built here.
 
     Raises :class:`~hermes_protocols.ConfigError` listing every problem of the spec,
     :class:`hermes_rollouts.PreflightError` when the sandbox or the model does not work, before
     any rollout starts."""
-    validate(spec, option_names)
+    environment = validate(spec, option_names, environment=environment)
     names = OptionNames(option_names)
-    environment = build_environment(spec.environment)
     toolsets = build_toolsets(spec.toolsets.command_timeout_s, spec.toolsets.max_command_timeout_s)
     backend = build_backend(spec.sandbox, option_names=names.section("sandbox"))
     parser = get_parser(spec.parser, names("parser"))

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import attrs
 import hermes_parsers
-from hermes_envs import DatasetError, default_registry
-from hermes_envs.prefill import load_prefill
-from hermes_protocols import ConfigError
+from hermes_protocols import ConfigError, Environment
 
-from hermes_rollouts.dataset import load_dataset
+from hermes_rollouts.environment import environment_check
+from hermes_rollouts.option_names import OptionNames
 from hermes_rollouts.spec import RolloutSpec
 
 #: toolsets the assembly provides (hermes-agent's names)
@@ -23,85 +23,84 @@ TOOLSET_NAMES: tuple[str, ...] = ("terminal", "file")
 TOKEN_SERVERS: tuple[str, ...] = ("sglang", "vllm", "llama_cpp")
 
 
-class OptionNames:
-    """Spec paths -> the caller's option names."""
-
-    def __init__(self, names: Mapping[str, str] | None = None) -> None:
-        self._names = dict(names or {})
-
-    def __call__(self, path: str) -> str:
-        return self._names.get(path, path)
-
-    def section(self, prefix: str) -> dict[str, str]:
-        """The names of one section, keyed by field (what the package factories take)."""
-        start = f"{prefix}."
-        return {k[len(start) :]: v for k, v in self._names.items() if k.startswith(start)}
-
-
 def parser_names() -> tuple[str, ...]:
     """The tool-call parsers hermes-parsers knows."""
     return tuple(hermes_parsers.list_parsers())
 
 
-def environment_names() -> tuple[str, ...]:
-    """The registered hermes-envs environments."""
-    return default_registry().names()
+@attrs.frozen(slots=True)
+class SpecCheck:
+    """Every problem of a spec, and its environment (resolved and built once; ``None`` when
+    the environment part of the spec has a problem)."""
+
+    problems: tuple[str, ...]
+    environment: Environment | None
+
+    def valid_environment(self) -> Environment:
+        """The environment of a spec without problems; else one :class:`ConfigError` listing
+        every problem."""
+        problems = self.problems
+        if len(problems) == 1:
+            raise ConfigError(problems[0])
+        if problems:
+            raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+        assert self.environment is not None
+        return self.environment
+
+
+def check_spec(
+    spec: RolloutSpec,
+    option_names: Mapping[str, str] | None = None,
+    *,
+    environment: Environment | None = None,
+) -> SpecCheck:
+    """Every problem of ``spec``, and its environment: ``environment`` when given (already
+    built from this spec: not resolved again), else resolved and built here, once."""
+    name = OptionNames(option_names)
+    if environment is None:
+        env_problems, environment = environment_check(spec.environment, name)
+    else:
+        env_problems = []
+    return SpecCheck(
+        (
+            *env_problems,
+            *_parser_problems(spec, name),
+            *_toolset_problems(spec, name),
+            *_budget_problems(spec, name),
+            *_model_problems(spec, name),
+            *_sandbox_problems(spec, name),
+        ),
+        environment,
+    )
 
 
 def spec_problems(spec: RolloutSpec, option_names: Mapping[str, str] | None = None) -> list[str]:
     """Every problem of ``spec``, each phrased as what to change (empty: the spec is usable)."""
-    name = OptionNames(option_names)
-    return [
-        *_environment_problems(spec, name),
-        *_toolset_problems(spec, name),
-        *_budget_problems(spec, name),
-        *_model_problems(spec, name),
-        *_sandbox_problems(spec, name),
-    ]
+    return list(check_spec(spec, option_names).problems)
 
 
-def validate(spec: RolloutSpec, option_names: Mapping[str, str] | None = None) -> None:
-    """Raise one :class:`ConfigError` listing every problem of ``spec``."""
-    problems = spec_problems(spec, option_names)
-    if len(problems) == 1:
-        raise ConfigError(problems[0])
-    if problems:
-        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(problems))
+def validate(
+    spec: RolloutSpec,
+    option_names: Mapping[str, str] | None = None,
+    *,
+    environment: Environment | None = None,
+) -> Environment:
+    """The spec's environment (``environment`` when given); raise one :class:`ConfigError`
+    listing every problem of ``spec``."""
+    return check_spec(spec, option_names, environment=environment).valid_environment()
 
 
 def _choices(names: tuple[str, ...]) -> str:
     return ", ".join(sorted(names)) or "(none)"
 
 
-def _environment_problems(spec: RolloutSpec, name: OptionNames) -> list[str]:
-    env = spec.environment
-    problems: list[str] = []
-    if env.dataset:
-        try:
-            load_dataset(env.dataset, skip_bad_lines=env.skip_bad_lines)
-        except DatasetError as exc:
-            problems.append(f"{name('environment.dataset')}: {exc}")
-    elif env.name not in environment_names():
-        problems.append(
-            f"unknown environment {env.name!r}: set {name('environment.name')} to one of "
-            f"{_choices(environment_names())}"
-        )
-    else:
-        try:
-            default_registry().config(env.name, env.options)
-        except ConfigError as exc:
-            problems.append(f"{name('environment.options')}: {exc}")
-    if env.prefill_messages:
-        try:
-            load_prefill(env.prefill_messages)
-        except DatasetError as exc:
-            problems.append(f"{name('environment.prefill_messages')}: {exc}")
+def _parser_problems(spec: RolloutSpec, name: OptionNames) -> list[str]:
     if spec.model.server_type != "openai" and spec.parser not in parser_names():
-        problems.append(
+        return [
             f"unknown tool-call parser {spec.parser!r}: set {name('parser')} to one of "
             f"{_choices(parser_names())}"
-        )
-    return problems
+        ]
+    return []
 
 
 def _toolset_problems(spec: RolloutSpec, name: OptionNames) -> list[str]:

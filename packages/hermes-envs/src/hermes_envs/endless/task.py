@@ -16,7 +16,10 @@ CHECK_TIMEOUT = 30.0
 
 @attrs.frozen(slots=True)
 class FileEquals:
-    """``path`` exists with exactly ``content`` (or equal after stripping trailing space)."""
+    """``path`` exists with exactly ``content`` (or equal after stripping trailing space).
+
+    A file the model left missing, a directory or a path out of the workspace fails the check
+    (``OSError``); a slot that cannot be read raises (infrastructure, never a 0.0 reward)."""
 
     path: str
     content: bytes
@@ -25,7 +28,7 @@ class FileEquals:
     async def passes(self, slot: Slot) -> bool:
         try:
             data = await slot.read_file(self.path)
-        except Exception:
+        except OSError:
             return False
         if self.strip:
             return data.rstrip() == self.content.rstrip()
@@ -34,7 +37,8 @@ class FileEquals:
 
 @attrs.frozen(slots=True)
 class JsonEquals:
-    """``path`` holds JSON equal to ``value``."""
+    """``path`` holds JSON equal to ``value`` (missing or invalid JSON fails the check; a slot
+    that cannot be read raises)."""
 
     path: str
     value: object
@@ -42,7 +46,7 @@ class JsonEquals:
     async def passes(self, slot: Slot) -> bool:
         try:
             return bool(json.loads(await slot.read_file(self.path)) == self.value)
-        except Exception:
+        except (OSError, ValueError):
             return False
 
 

@@ -1,4 +1,9 @@
-"""One finished rollout as the JSON object ``trajectories.jsonl`` holds.
+"""One finished rollout as the JSON record ``trajectories.jsonl`` holds, and its encoding.
+
+Every writer of trajectory records (the batch runner, ``hermes-envs check``) goes through
+:func:`rollout_record` and :func:`encode_record`: records hold plain JSON only, and a value an
+environment returned that is not (bytes in its setup metadata, a set in an item) is refused
+with a :class:`RecordError` naming the environment and the key.
 
 Fields: ``id``, ``env``, ``item``, ``group_index``, ``messages`` (OpenAI chat JSON),
 ``conversations`` (ShareGPT ``from``/``value`` as hermes-agent writes them, the tool list in the
@@ -14,21 +19,30 @@ logprob mode requested and the one the engine returned, positions without a logp
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from hermes_protocols import (
     AgentResult,
+    HermesError,
     JSONObject,
     ScoredRollout,
     ToolCallError,
     TurnStats,
+    json_problem,
 )
 from hermes_protocols.convert import messages_to_openai, record_converter
-from hermes_rollouts import model_view
+
+from hermes_rollouts.records import model_view
 
 _CONVERTER = record_converter()
+
+
+class RecordError(HermesError):
+    """A record holds a value that is not plain JSON; the message names the environment and
+    the key."""
 
 
 def rollout_id(env: str, item_id: str, group_index: int) -> str:
@@ -127,12 +141,18 @@ def rollout_record(rollout: ScoredRollout, *, record_id: str, model: str) -> JSO
     return record
 
 
-def has_reasoning(record: Mapping[str, Any]) -> bool:
-    """Whether any assistant turn of the record carries non-empty reasoning."""
-    reasoning = record.get("reasoning") or []
-    if any(isinstance(r, str) and r.strip() for r in reasoning):
-        return True
-    return any(
-        isinstance(m, dict) and m.get("role") == "assistant" and m.get("reasoning_content")
-        for m in record.get("messages") or []
-    )
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One record as a single strict-JSON line (no NaN, no bytes); raises :class:`RecordError`
+    naming the record's environment and the first key that is not plain JSON."""
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        env = record.get("env")
+        source = f"environment {env!r}" if isinstance(env, str) else "a record"
+        problem = json_problem(record, "record") or str(exc)
+        raise RecordError(
+            f"{source} returned a value records cannot hold, {problem}: return plain JSON "
+            "(str, numbers, bool, None, lists, dicts with str keys) from items, "
+            "setup_workspace and verify, e.g. text or base64 instead of bytes"
+        ) from exc
+    return text.encode("utf-8") + b"\n"
