@@ -7,9 +7,17 @@ client, :mod:`~hermes_sandbox.executor.build` builds it and
 :mod:`~hermes_sandbox.executor.process` runs it.
 """
 
-from hermes_sandbox.executor.build import build_agent
+from hermes_sandbox.executor.build import agent_binary, build_agent
 from hermes_sandbox.executor.client import Executor, ExecutorDied, handshake
 from hermes_sandbox.executor.process import AgentProcess
 from hermes_sandbox.executor.wire import ExecRequest
 
-__all__ = ["AgentProcess", "ExecRequest", "Executor", "ExecutorDied", "build_agent", "handshake"]
+__all__ = [
+    "AgentProcess",
+    "ExecRequest",
+    "Executor",
+    "ExecutorDied",
+    "agent_binary",
+    "build_agent",
+    "handshake",
+]

@@ -17,6 +17,8 @@ from importlib import resources
 
 from hermes_protocols import IsolationUnavailable
 
+from hermes_sandbox.backends._root_dir import reachable_copy
+
 COMPILERS = ("cc", "gcc", "clang")
 FLAGS = ("-O2", "-static", "-s", "-std=gnu11", "-Wall")
 BUILD_TIMEOUT_S = 120.0
@@ -90,3 +92,11 @@ def build_agent(directory: str) -> str:
     os.chmod(partial, 0o755)
     os.replace(partial, target)
     return target
+
+
+def agent_binary(directory: str, given: str | None) -> str:
+    """The agent to run: a world-readable copy of ``given`` (a prebuilt one) under
+    ``directory``, or the one built there. Blocking."""
+    if given is None:
+        return build_agent(directory)
+    return reachable_copy(given, directory)
