@@ -5,6 +5,7 @@ pool's are never touched."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sys
@@ -133,3 +134,19 @@ async def test_pool_start_removes_dead_pools_of_any_name_in_its_root(sandbox_roo
         assert _cgroup_hosts(bwrap_root) == set()
     assert "removed host" in await _cleanup("--only", "--root", str(local_root))
     _remove_roots(bwrap_root, local_root)
+
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "sandbox.md"
+
+
+async def test_the_documented_dry_run_runs_as_shown() -> None:
+    """docs/sandbox.md's `hermes-sandbox cleanup --dry-run`, through the console script."""
+    shown = re.findall(r"^\$ (hermes-sandbox cleanup --dry-run)$", DOC.read_text(), re.MULTILINE)
+    assert shown == ["hermes-sandbox cleanup --dry-run"]
+    script = Path(sys.executable).with_name("hermes-sandbox")
+    done = await anyio.run_process([str(script), *shown[0].split()[1:]])
+    *items, summary = done.stdout.decode().splitlines()
+    assert re.fullmatch(
+        r"hermes-sandbox cleanup: would remove \d+ leftover\(s\) of dead pools", summary
+    )
+    assert all(line.startswith("would remove ") for line in items)

@@ -261,7 +261,7 @@ async def test_host_start_failures_back_off_and_the_error_names_them(
     await anyio.run_process(["mount", "-t", "tmpfs", "-o", "size=4m", "hermes-test", str(disk)])
     try:
         backend = LocalBackend(LocalConfig(root_dir=str(disk / "hosts")))
-        config = PoolConfig(name="full", slots_per_host=1, max_hosts=4, budget=None)
+        config = PoolConfig(name="full", slots_per_host=1, max_hosts=4)
         async with SandboxPool(backend, config) as pool:
             first = await pool.acquire("t0")
             filler = await anyio.run_process(

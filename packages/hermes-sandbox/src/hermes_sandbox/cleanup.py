@@ -105,7 +105,7 @@ def _remove_host(host_dir: str, dry_run: bool) -> list[Removed]:
     try:
         killed, mounts = _host_dirs.remove_host(host_dir)
     except OSError as exc:
-        logger.warning("hermes-sandbox: cleanup skipped %s: %s", host_dir, exc)
+        logger.warning("hermes-sandbox: orphan sweep skipped %s: %s", host_dir, exc)
         return [Removed("skipped", f"{host_dir}: {exc}")]
     return [
         *(Removed("process", str(pid)) for pid in killed),

@@ -12,7 +12,7 @@ from hermes_protocols import ConfigError
 class ResourceLimits:
     """Limits applied to every command of a slot (``None`` = not limited).
 
-    They are set with ``ulimit`` (hard and soft) before the command runs, so the command cannot
+    The executor sets them (soft = hard) before the command starts, so the command cannot
     raise them. ``max_processes`` is RLIMIT_NPROC, which counts processes *per uid* and is not
     enforced for root: it binds only when commands run as an unprivileged uid (the bwrap backend
     started as root gives every slot its own uid).
@@ -51,20 +51,3 @@ class ResourceLimits:
             (resource.RLIMIT_NOFILE, self.open_files),
         )
         return tuple((res, value) for res, value in pairs if value is not None)
-
-    def ulimit_prologue(self) -> str:
-        """A shell line applying the limits (empty when nothing is limited)."""
-        flags: list[str] = []
-        if self.memory_bytes is not None:
-            flags.append(f"-v {max(1, self.memory_bytes // 1024)}")
-        if self.cpu_seconds is not None:
-            flags.append(f"-t {self.cpu_seconds}")
-        if self.max_processes is not None:
-            flags.append(f"-u {self.max_processes}")
-        if self.file_size_bytes is not None:
-            flags.append(f"-f {max(1, self.file_size_bytes // 1024)}")
-        if self.open_files is not None:
-            flags.append(f"-n {self.open_files}")
-        if not flags:
-            return ""
-        return f"ulimit {' '.join(flags)} || exit 125"

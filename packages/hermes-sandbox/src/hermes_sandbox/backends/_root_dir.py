@@ -29,6 +29,16 @@ def _user_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"hermes-sandbox-{os.geteuid()}")
 
 
+def user_bin_dir() -> str:
+    """This user's own cache of executables (``<tmp>/hermes-sandbox-<uid>/.bin``), made on
+    first use; ``SandboxError`` when someone else owns it."""
+    path = os.path.join(_user_dir(), BIN_DIR)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    for directory in (_user_dir(), path):
+        _check_owned(directory, allow_root=False)
+    return path
+
+
 def _registry() -> str:
     return os.path.join(_user_dir(), "roots")
 

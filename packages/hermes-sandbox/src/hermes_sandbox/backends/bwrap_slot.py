@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shlex
-from collections.abc import Mapping
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-import anyio
 import attrs
-from hermes_protocols import ExecResult
 
 from hermes_sandbox._paths import relative_slot_path
-from hermes_sandbox._process import kill_group
 from hermes_sandbox.backends import _host_dirs
-from hermes_sandbox.backends._slot_files import HostFilesSlot, WorkspaceFiles
-from hermes_sandbox.backends._workspace_fs import note_if_full
+from hermes_sandbox.backends._slot_files import WorkspaceFiles
+from hermes_sandbox.backends.agent_slot import AgentSlot
 from hermes_sandbox.backends.bwrap_command import bwrap_argv
 from hermes_sandbox.backends.cgroups import SlotCgroup
 from hermes_sandbox.backends.slot_env import SlotEnv
-from hermes_sandbox.executor import AgentProcess, ExecRequest, ExecutorDied
 from hermes_sandbox.limits import ResourceLimits
 
 WORKSPACE = "/workspace"
@@ -63,18 +58,10 @@ class SandboxSetup:
         return self.limits.disk_bytes if self.mount_slots else None
 
 
-def _pipe_with(data: bytes) -> int:
-    """A pipe's read end already holding ``data`` (a few KiB: never blocks) and its EOF."""
-    read_end, write_end = os.pipe()
-    try:
-        os.write(write_end, data)
-    finally:
-        os.close(write_end)
-    return read_end
-
-
-class BwrapSlot(HostFilesSlot):
+class BwrapSlot(AgentSlot):
     """A slot whose commands run in its bubblewrap sandbox; its files are accessed directly."""
+
+    commands_die_with_agent = True
 
     def __init__(
         self,
@@ -85,21 +72,21 @@ class BwrapSlot(HostFilesSlot):
         owner: tuple[int, int] | None,
         cgroup: SlotCgroup | None = None,
     ) -> None:
-        self._slot_id = f"{host_id}/{index}"
-        self._marker = f"{self._slot_id}/"
-        self._dir = directory
+        super().__init__(
+            host_id,
+            index,
+            directory,
+            env=setup.env,
+            limits=setup.limits,
+            max_output_bytes=setup.max_output_bytes,
+            spawner=setup.spawner,
+            owner=owner,
+            cgroup=cgroup,
+        )
         self._setup = setup
-        self._owner = owner
-        self._cgroup = cgroup
         self._files = WorkspaceFiles(
             os.path.join(directory, _host_dirs.WORKSPACE_DIR), WORKSPACE, owner
         )
-        self._agent: AgentProcess | None = None
-        self._lock: anyio.Lock | None = None  # made on the event loop, not in a worker thread
-
-    @property
-    def slot_id(self) -> str:
-        return self._slot_id
 
     @property
     def workspace(self) -> str:
@@ -112,86 +99,23 @@ class BwrapSlot(HostFilesSlot):
             return posixpath.normpath(cwd)
         return posixpath.join(WORKSPACE, relative_slot_path(cwd, WORKSPACE))
 
-    async def exec(
-        self,
-        command: str,
-        *,
-        timeout: float,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-    ) -> ExecResult:
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
+    def _fd_data(self) -> list[bytes]:
         setup = self._setup
-        request = ExecRequest(
-            argv=("bash", "-c", command),
-            env=setup.env.build(WORKSPACE, self._marker, env),
-            cwd=self._cwd(cwd),
-            timeout_s=timeout,
-            max_output_bytes=setup.max_output_bytes,
-            rlimits=setup.limits.rlimits(),
-            stdin=stdin,
-        )
-        agent = await self._running_agent()
-        try:
-            result = await agent.executor.run(request)
-        except ExecutorDied as exc:
-            await self._discard(agent)
-            raise ExecutorDied(f"{exc} (its sandbox exited with {agent.returncode})") from exc
-        return await note_if_full(result, self._dir, setup.limits.disk_bytes)
+        if setup.agent_filter is None or setup.command_filter is None:
+            return []
+        return [setup.agent_filter, setup.command_filter]
 
-    async def _running_agent(self) -> AgentProcess:
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
-            agent = self._agent
-            if agent is None:
-                self._agent = agent = await self._start()
-            elif not agent.alive:
-                code = agent.returncode
-                await self._discard(agent)
-                raise ExecutorDied(
-                    f"the sandbox of slot {self._slot_id} ended between commands (exit {code}); "
-                    "the next command starts a new one"
-                )
-            return agent
-
-    async def _discard(self, agent: AgentProcess) -> None:
-        if self._agent is agent:
-            self._agent = None
-        await agent.stop()
-
-    async def _start(self) -> AgentProcess:
-        setup = self._setup
-        fds = []
-        try:
-            if setup.agent_filter is not None and setup.command_filter is not None:
-                fds = [_pipe_with(setup.agent_filter), _pipe_with(setup.command_filter)]
-            return await AgentProcess.start(
-                lambda control: self._argv(control, fds),
-                name=f"slot {self._slot_id}",
-                env={"PATH": setup.env.path, _host_dirs.SLOT_MARKER_VAR: self._marker},
-                spawner=setup.spawner,
-                pass_fds=fds,
-                user=self._owner[0] if self._owner else None,
-                group=self._owner[1] if self._owner else None,
-            )
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def _argv(self, control: int, filter_fds: list[int]) -> list[str]:
+    def _agent_argv(self, control: int, fds: Sequence[int]) -> list[str]:
         setup = self._setup
         agent_args = ["--control-fd", str(control), "--pidns"]
-        if filter_fds:
-            agent_args += ["--seccomp-fd", str(filter_fds[1])]
+        if fds:
+            agent_args += ["--seccomp-fd", str(fds[1])]
         scratch = (
             (os.path.join(self._dir, "tmp"), os.path.join(self._dir, "shm"))
             if setup.slot_bytes is not None
             else None
         )
-        argv = bwrap_argv(
+        return bwrap_argv(
             setup.binary,
             binds=setup.binds,
             workspace_host=os.path.join(self._dir, _host_dirs.WORKSPACE_DIR),
@@ -201,25 +125,6 @@ class BwrapSlot(HostFilesSlot):
             agent_args=agent_args,
             scratch_dirs=scratch,
             scratch_bytes=setup.limits.disk_bytes,
-            seccomp_fd=filter_fds[0] if filter_fds else None,
+            seccomp_fd=fds[0] if fds else None,
             disable_userns=setup.disable_userns,
         )
-        if self._cgroup is None:
-            return argv
-        # Join the slot's cgroups before bwrap starts, so every process is inside them.
-        joins = [f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files]
-        return ["sh", "-c", " && ".join([*joins, 'exec "$0" "$@"']), *argv]
-
-    async def stop(self) -> None:
-        agent, self._agent = self._agent, None
-        if agent is not None:
-            await agent.stop()
-
-    def kill_all(self) -> None:
-        # Every process of the slot is in its sandbox's pid namespace, which dies with bwrap;
-        # ``stop`` ends it (and reaps it: a reaped pid is never signalled, pids are reused).
-        agent = self._agent
-        if agent is not None and agent.returncode is None:
-            kill_group(agent.pid)
-        if self._cgroup is not None:
-            self._cgroup.kill_all()

@@ -12,9 +12,9 @@
  * child subreaper: the command's process group is killed when it ends, and every orphan the
  * agent inherits is killed too.
  *
- * Output: the first half of each stream's cap is streamed as it comes, the last half is kept
- * in a ring and sent when the command ends, with the totals, so no side ever holds more than
- * the cap. Everything is single-threaded around one epoll loop.
+ * Output: the first half of each stream's cap is streamed in batches of 64 KiB as it comes,
+ * the last half is kept in a ring and sent when the command ends, with the totals, so no side
+ * ever holds more than the cap. Everything is single-threaded around one epoll loop.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -47,6 +47,7 @@
 #define READ_CHUNK 65536
 #define DRAIN_GRACE_MS 1000
 #define STDIN_HIGH_WATER (1u << 20)
+#define FLUSH_BATCH (64u << 10)
 
 enum { S_OUT = 0, S_ERR = 1 };
 
@@ -75,7 +76,7 @@ typedef struct exec {
     int has_ids; uint32_t uid, gid;
 } exec_t;
 
-static int g_epoll, g_control, g_sigfd, g_pidns, g_drop_caps;
+static int g_epoll, g_control, g_sigfd, g_pidns, g_drop_caps, g_last_cap = 63;
 static int64_t g_sweep_until;  /* without --pidns: keep killing orphans until then */
 static struct sock_fprog g_filter;
 static exec_t g_execs[MAX_EXECS];
@@ -181,7 +182,7 @@ static void become_command(exec_t *e, int err_fd) {
         struct __user_cap_data_struct data[2];
         memset(data, 0, sizeof data);
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-        for (int cap = 0; cap < 64; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+        for (int cap = 0; cap <= g_last_cap; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
         if (syscall(SYS_capset, &hdr, data) < 0) setup_fail(err_fd, "cannot drop capabilities", NULL);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) setup_fail(err_fd, "cannot set no_new_privs", NULL);
@@ -263,8 +264,6 @@ static int start_command(exec_t *e) {
     watch(out[0], EPOLLIN, TAG(T_OUT, i), EPOLL_CTL_ADD);
     watch(err[0], EPOLLIN, TAG(T_ERR, i), EPOLL_CTL_ADD);
     watch(setup[0], EPOLLIN, TAG(T_SETUP, i), EPOLL_CTL_ADD);
-    unsigned char p[4]; put32(p, (uint32_t)pid);
-    frame(&e->out, 'P', p, 4);
     e->deadline = now_ms() + (int64_t)e->timeout_ms;
     return 0;
 }
@@ -342,8 +341,9 @@ static int parse_request(exec_t *e, const unsigned char *p, size_t n) {
 static void update_interest(exec_t *e) {
     int i = (int)(e - g_execs);
     if (e->sock >= 0) {
+        int pending = e->out.len && (e->state != 1 || e->out.len >= FLUSH_BATCH);
         uint32_t ev = EPOLLRDHUP | (e->stdin_buf.len <= STDIN_HIGH_WATER ? EPOLLIN : 0) |
-                      (e->out.len ? EPOLLOUT : 0);
+                      (pending ? EPOLLOUT : 0);
         watch(e->sock, ev, TAG(T_SOCK, i), EPOLL_CTL_MOD);
     }
     if (e->stdin_fd >= 0) {
@@ -436,7 +436,10 @@ static void maybe_finish(exec_t *e) {
 }
 
 static void flush_out(exec_t *e) {
-    while (e->out.len && !e->sock_closed) {
+    /* A running command's head output waits until there is a batch: every send wakes the
+     * client, and it only needs the output when the command ends. */
+    int hold = e->state == 1 && e->out.len < FLUSH_BATCH;
+    while (e->out.len && !e->sock_closed && !hold) {
         ssize_t w = send(e->sock, e->out.data, e->out.len, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno == EAGAIN) break;
@@ -650,6 +653,11 @@ int main(int argc, char **argv) {
     }
     if (g_control < 0) { fprintf(stderr, "hermes-exec: --control-fd or --connect is required\n"); return 2; }
     if (filter_fd >= 0) read_filter(filter_fd);
+    FILE *cap_file = fopen("/proc/sys/kernel/cap_last_cap", "re");
+    if (cap_file) {
+        if (fscanf(cap_file, "%d", &g_last_cap) != 1) g_last_cap = 63;
+        fclose(cap_file);
+    }
     for (int i = 0; i < MAX_EXECS; i++) reset_exec(&g_execs[i]);
     signal(SIGPIPE, SIG_IGN);
     sigset_t chld; sigemptyset(&chld); sigaddset(&chld, SIGCHLD);

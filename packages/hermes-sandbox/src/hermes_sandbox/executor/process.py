@@ -28,6 +28,7 @@ from hermes_sandbox.executor.client import Executor, ExecutorDied, handshake
 START_TIMEOUT_S = 120.0
 _STDERR_CAP = 64 << 10
 _REAP_TIMEOUT_S = 10.0
+_GRACE_S = 2.0
 
 
 def _stderr_tail(process: subprocess.Popen[bytes]) -> str:
@@ -39,17 +40,19 @@ def _stderr_tail(process: subprocess.Popen[bytes]) -> str:
     return lines[-1] if lines else ""
 
 
-def _reap(process: subprocess.Popen[bytes]) -> None:
-    try:
-        process.wait(timeout=_REAP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return
-
-
 async def _kill_and_reap(process: subprocess.Popen[bytes]) -> None:
     with anyio.CancelScope(shield=True):
         kill_group(process.pid)
-        await anyio.to_thread.run_sync(_reap, process)
+        await anyio.to_thread.run_sync(_reap, process, _REAP_TIMEOUT_S)
+
+
+def _reap(process: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait up to ``timeout`` s for the process to end (reaping it); whether it did."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 class AgentProcess:
@@ -144,7 +147,12 @@ class AgentProcess:
         return self.returncode is None and not self.executor.dead
 
     async def stop(self) -> None:
-        """Kill the process group (and so every command) and reap it. Idempotent."""
-        await _kill_and_reap(self.process)
+        """End the agent and every command: close its control socket (the agent kills every
+        command, then exits), SIGKILL its process group if it has not ended within
+        ``_GRACE_S``, and reap it. Idempotent (a reaped process is never signalled)."""
         with anyio.CancelScope(shield=True):
             await self.executor.aclose()
+            if self.process.returncode is not None:
+                return
+            if not await anyio.to_thread.run_sync(_reap, self.process, _GRACE_S):
+                await _kill_and_reap(self.process)

@@ -10,9 +10,9 @@ socket closes.
 
 **Exec socket** (one per command): frames ``u32 length | u8 type | payload`` (big-endian;
 ``length`` counts the payload). Client to agent: one ``R`` request, then, when the request asked
-for stdin, ``I`` chunks and one ``C`` (end of stdin). Agent to client: ``P`` (u32 pid of the
-command's process, as the agent sees it), ``o``/``e`` (the first half of the output cap of
-stdout/stderr, streamed), at the end ``O``/``E`` (the last half, kept in a ring) and the final
+for stdin, ``I`` chunks and one ``C`` (end of stdin). Agent to client: ``o``/``e`` (the first
+half of the output cap of stdout/stderr, streamed in batches of 64 KiB, the rest of it when the
+command ends), at the end ``O``/``E`` (the last half, kept in a ring) and the final
 frame: ``X`` (i32 exit code: the command's, ``128 + signal``, or 124 on timeout; u8 timed out;
 u64 stdout total; u64 stderr total) or ``F`` (UTF-8 message: the command could not start). The
 agent then closes the socket. Closing it earlier cancels the command: its whole tree is killed.
