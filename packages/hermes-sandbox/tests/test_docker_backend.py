@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -17,6 +19,7 @@ from hermes_sandbox.backends.docker import (
     HOST_LABEL,
     OWNER_LABEL,
     POOL_LABEL,
+    ROOT_LABEL,
     USER_LABEL,
     DockerBackend,
     DockerConfig,
@@ -146,8 +149,8 @@ async def test_without_a_daemon_start_fails_with_the_reason() -> None:
 @pytest.mark.anyio
 @pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
-async def test_live_container() -> None:
-    backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
+async def test_live_container(sandbox_root: Path) -> None:
+    backend = DockerBackend(DockerConfig(image=BASE_IMAGE, root_dir=str(sandbox_root)))
     await backend.sweep_orphans("dk")
     host = await backend.start_host(SPEC)
     try:
@@ -174,7 +177,7 @@ from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.backends.docker import DockerBackend, DockerConfig
 
 async def main():
-    backend = DockerBackend(DockerConfig(image=sys.argv[1]))
+    backend = DockerBackend(DockerConfig(image=sys.argv[1], root_dir=sys.argv[2]))
     async with SandboxPool(backend, PoolConfig(name="dk-orphan", min_hosts=1)) as pool:
         slot = await pool.acquire("t")
         await slot.exec("true", timeout=30)
@@ -185,13 +188,15 @@ anyio.run(main)
 """
 
 
-def _plant(owner: str) -> str:
-    """A container labelled as one of pool ``dk-orphan``'s, owned by ``owner``; its name."""
-    name = f"dk-orphan-planted-{owner.replace(':', '-')}-{os.getpid()}"
+def _plant(pool: str, owner: str, root: Path) -> str:
+    """A container labelled as one of ``pool``'s under ``root``, owned by ``owner``; its name.
+    A pool's start sweeps only its own root: other tests' pools never see it."""
+    name = f"{pool}-planted-{owner.replace(':', '-')}-{root.name}"
     labels = [
-        f"--label={POOL_LABEL}=dk-orphan",
+        f"--label={POOL_LABEL}={pool}",
         f"--label={OWNER_LABEL}={owner}",
         f"--label={USER_LABEL}={os.geteuid()}",
+        f"--label={ROOT_LABEL}={root}",
     ]
     argv = ["docker", "run", "-d", "--rm", "--name", name, "--network", "none", *labels]
     subprocess.run([*argv, BASE_IMAGE, "sleep", "600"], capture_output=True, check=True)
@@ -201,8 +206,9 @@ def _plant(owner: str) -> str:
 @pytest.mark.anyio
 @pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
-async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
-    child = await anyio.open_process([sys.executable, "-c", _KILLED_POOL, BASE_IMAGE], stderr=None)
+async def test_orphan_sweep_removes_only_what_dead_pools_left(sandbox_root: Path) -> None:
+    argv = [sys.executable, "-c", _KILLED_POOL, BASE_IMAGE, str(sandbox_root)]
+    child = await anyio.open_process(argv, stderr=None)
     try:
         assert child.stdout is not None
         with anyio.fail_after(120):
@@ -213,10 +219,11 @@ async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
         with anyio.fail_after(10):
             await child.wait()
         await child.aclose()
-    dead = await anyio.to_thread.run_sync(_plant, "1:0")  # pid 1 never started at tick 0
-    live = await anyio.to_thread.run_sync(_plant, owner_token())
+    plant = functools.partial(_plant, "dk-orphan", root=sandbox_root)
+    dead = await anyio.to_thread.run_sync(plant, "1:0")  # pid 1 never started at tick 0
+    live = await anyio.to_thread.run_sync(plant, owner_token())
     try:
-        backend = DockerBackend(DockerConfig(image=BASE_IMAGE))
+        backend = DockerBackend(DockerConfig(image=BASE_IMAGE, root_dir=str(sandbox_root)))
         async with SandboxPool(backend, PoolConfig(name="dk-orphan")) as pool:
             assert pool.orphans_removed == 1  # the killed run's workspaces (and `dead`)
         left = await anyio.to_thread.run_sync(_containers, "dk-orphan")
@@ -229,9 +236,10 @@ async def test_orphan_sweep_removes_only_what_dead_pools_left() -> None:
 @pytest.mark.anyio
 @pytest.mark.slow
 @pytest.mark.skipif(NO_DAEMON is not None, reason=f"no Docker daemon: {NO_DAEMON}")
-async def test_cleanup_command_removes_containers_of_dead_pools_only() -> None:
-    dead = await anyio.to_thread.run_sync(_plant, "1:0")
-    live = await anyio.to_thread.run_sync(_plant, owner_token())
+async def test_cleanup_command_removes_containers_of_dead_pools_only(sandbox_root: Path) -> None:
+    plant = functools.partial(_plant, "dk-cleanup", root=sandbox_root)
+    dead = await anyio.to_thread.run_sync(plant, "1:0")
+    live = await anyio.to_thread.run_sync(plant, owner_token())
     try:
         command = [sys.executable, "-m", "hermes_sandbox.cli", "cleanup", "--dry-run"]
         listed = (await anyio.run_process(command)).stdout.decode()
@@ -239,7 +247,7 @@ async def test_cleanup_command_removes_containers_of_dead_pools_only() -> None:
         assert live not in listed
         removed = await DockerSweeper().sweep(dry_run=False)
         assert Removed("container", dead) in removed
-        assert await anyio.to_thread.run_sync(_containers, "dk-orphan") == [live]
+        assert await anyio.to_thread.run_sync(_containers, "dk-cleanup") == [live]
     finally:
         await anyio.run_process(["docker", "rm", "-f", dead, live], check=False)
 

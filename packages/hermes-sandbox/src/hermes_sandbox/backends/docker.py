@@ -36,6 +36,7 @@ from hermes_sandbox.backends.docker_config import (
     HOST_LABEL,
     OWNER_LABEL,
     POOL_LABEL,
+    ROOT_LABEL,
     USER_LABEL,
     DockerConfig,
     run_argv,
@@ -50,6 +51,7 @@ __all__ = [
     "HOST_LABEL",
     "OWNER_LABEL",
     "POOL_LABEL",
+    "ROOT_LABEL",
     "USER_LABEL",
     "DockerBackend",
     "DockerConfig",
@@ -116,6 +118,7 @@ class _DockerRuntime:
             HOST_LABEL: host.host_id,
             USER_LABEL: str(os.geteuid()),
             OWNER_LABEL: _host_dirs.owner_token(),
+            ROOT_LABEL: config.root_label,
         }
         argv = run_argv(
             config,
@@ -151,9 +154,15 @@ async def _dead_containers(docker: str, filters: Mapping[str, str]) -> list[tupl
     return [(name, host) for name, host, owner in rows if not _host_dirs.token_alive(owner)]
 
 
-async def remove_dead_containers(docker: str, *, dry_run: bool = False) -> list[Removed]:
-    """Remove this user's hermes containers whose owning process is gone (any pool)."""
-    dead = await _dead_containers(docker, {USER_LABEL: str(os.geteuid())})
+async def remove_dead_containers(
+    docker: str, *, root_dir: str | None = None, dry_run: bool = False
+) -> list[Removed]:
+    """Remove this user's hermes containers whose owning process is gone (any pool; only those
+    started under ``root_dir`` when it is given)."""
+    filters = {USER_LABEL: str(os.geteuid())}
+    if root_dir is not None:
+        filters[ROOT_LABEL] = root_dir
+    dead = await _dead_containers(docker, filters)
     if dead and not dry_run:
         done = await docker_cli(docker, ["rm", "-f", *(n for n, _ in dead)], timeout=300)
         if done.returncode != 0:
@@ -327,8 +336,11 @@ class DockerBackend:
         return self._users[image]
 
     async def sweep_orphans(self, pool_name: str) -> int:
-        """Remove containers and directories of dead pools (any name; never a live pool's)."""
+        """Remove containers and directories of dead pools under this backend's root (any name;
+        never a live pool's). ``hermes-sandbox cleanup`` removes those of every root."""
         await self.ensure_ready()
-        containers = await remove_dead_containers(self.config.docker)
+        containers = await remove_dead_containers(
+            self.config.docker, root_dir=self.config.root_label
+        )
         removed = await anyio.to_thread.run_sync(sweep_directories, [self.config.root_dir])
         return max(hosts_removed(removed), len({r.what for r in containers}))

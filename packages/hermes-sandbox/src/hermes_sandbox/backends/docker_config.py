@@ -9,6 +9,7 @@ Labels name its pool, its host, the user and the process that owns it.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Mapping
 
@@ -29,6 +30,8 @@ USER_LABEL = "org.hermes-rl.user"
 """The uid of the process that started the container (cleanup only looks at its own)."""
 OWNER_LABEL = "org.hermes-rl.owner"
 """``<pid>:<start time>`` of the pool process that owns the container (see the orphan sweep)."""
+ROOT_LABEL = "org.hermes-rl.root"
+"""The backend's ``root_dir``: a pool's start sweeps only its own root, as on bwrap."""
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -89,6 +92,11 @@ class DockerConfig:
             raise ConfigError("DockerConfig.workspace must be an absolute path of its own")
         if any(c in self.root_dir for c in ",:"):
             raise ConfigError(f"DockerConfig.root_dir {self.root_dir!r} may not hold ',' or ':'")
+
+    @property
+    def root_label(self) -> str:
+        """The value of :data:`ROOT_LABEL` on this backend's containers."""
+        return os.path.abspath(self.root_dir)
 
     @property
     def restores_in_place(self) -> bool:
