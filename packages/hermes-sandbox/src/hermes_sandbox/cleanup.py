@@ -138,9 +138,10 @@ class DirectorySweeper:
         )
 
 
-def default_sweepers(roots: Sequence[str] = ()) -> list[LeftoverSweeper]:
-    """Every sweeper ``hermes-sandbox cleanup`` runs (``roots``: more directory roots)."""
+def default_sweepers(roots: Sequence[str] = (), runsc: str = "runsc") -> list[LeftoverSweeper]:
+    """Every sweeper ``hermes-sandbox cleanup`` runs (``roots``: more directory roots;
+    ``runsc``: the gVisor binary that made the sandboxes)."""
     from hermes_sandbox.backends.docker import DockerSweeper  # both import this module
     from hermes_sandbox.backends.gvisor import GvisorSweeper
 
-    return [DirectorySweeper(roots), DockerSweeper(), GvisorSweeper()]
+    return [DirectorySweeper(roots), DockerSweeper(), GvisorSweeper(runsc)]

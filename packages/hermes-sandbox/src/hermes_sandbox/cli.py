@@ -19,7 +19,7 @@ from hermes_protocols import SandboxError
 from hermes_sandbox.backends.base import HostBackend
 from hermes_sandbox.backends.bwrap import BwrapBackend, BwrapConfig
 from hermes_sandbox.backends.local import LocalBackend, LocalConfig
-from hermes_sandbox.cleanup import DirectorySweeper, default_sweepers
+from hermes_sandbox.cleanup import DirectorySweeper, LeftoverSweeper, default_sweepers
 from hermes_sandbox.executor import build_agent
 from hermes_sandbox.server.app import ServerConfig
 from hermes_sandbox.server.run import print_ready, serve
@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
         help="also sweep this backend root_dir (registered roots and defaults always are)",
     )
     c.add_argument("--only", action="store_true", help="sweep only the --root directories given")
+    c.add_argument(
+        "--runsc", default="runsc", help="gVisor's runsc, for dead gvisor pools (default: on PATH)"
+    )
     c.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     c.add_argument("--log-level", default="warning")
     b = sub.add_parser("build-executor", help="build hermes-exec (needs a C compiler)")
@@ -85,10 +88,14 @@ def _backend(args: argparse.Namespace) -> HostBackend:
     )
 
 
-async def _cleanup(roots: Sequence[str], only: bool, dry_run: bool) -> int:
+async def _cleanup(roots: Sequence[str], only: bool, dry_run: bool, runsc: str) -> int:
     verb = "would remove" if dry_run else "removed"
     total = 0
-    sweepers = [DirectorySweeper(roots, everywhere=False)] if only else default_sweepers(roots)
+    sweepers: list[LeftoverSweeper]
+    if only:
+        sweepers = [DirectorySweeper(roots, everywhere=False)]
+    else:
+        sweepers = default_sweepers(roots, runsc)
     for sweeper in sweepers:
         for item in await sweeper.sweep(dry_run=dry_run):
             if item.kind == "skipped":
@@ -129,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
     try:
         if args.command == "cleanup":
-            return anyio.run(_cleanup, args.root, args.only, args.dry_run)
+            return anyio.run(_cleanup, args.root, args.only, args.dry_run, args.runsc)
         if args.command == "build-executor":
             print(build_agent(os.path.abspath(args.output)))
             return 0

@@ -262,12 +262,23 @@ class GvisorSweeper:
     async def sweep(self, *, dry_run: bool) -> list[Removed]:
         removed: list[Removed] = []
         for root in await anyio.to_thread.run_sync(_gvisor_roots):
-            removed += await remove_dead_sandboxes(self._runsc, root, dry_run=dry_run)
+            try:
+                removed += await remove_dead_sandboxes(self._runsc, root, dry_run=dry_run)
+            except IsolationUnavailable as exc:  # gVisor gone from this machine, or elsewhere
+                removed.append(Removed("skipped", f"gvisor sandboxes under {root}: {exc}"))
         return removed
 
 
 def _gvisor_roots() -> list[str]:
-    return [r for r in registered_roots() if os.path.isdir(os.path.join(r, STATE_DIR))]
+    """Registered roots whose runsc state directory holds anything."""
+    return [r for r in registered_roots() if _listing(os.path.join(r, STATE_DIR))]
+
+
+def _listing(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _check_rootfs(rootfs: str) -> None:
