@@ -2,12 +2,14 @@
 
 The agent is a static binary, so it runs in any root filesystem or container (no libc or
 Python needed inside). The build takes about a second and is keyed by the source, the compiler
-and its flags: ``<directory>/hermes-exec-<digest>``, written atomically (mode 0755), so
-concurrent pools agree on one file and a changed source gets a new one.
+and its flags: ``<directory>/hermes-exec-<digest>``, built under a lock and written atomically
+(mode 0755), so concurrent pools wait for one build and a changed source gets a new one. Pools
+build into the user's own cache and copy the binary into their root.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -17,7 +19,7 @@ from importlib import resources
 
 from hermes_protocols import IsolationUnavailable
 
-from hermes_sandbox.backends._root_dir import reachable_copy
+from hermes_sandbox.backends._root_dir import reachable_copy, user_bin_dir
 
 COMPILERS = ("cc", "gcc", "clang")
 FLAGS = ("-O2", "-static", "-s", "-std=gnu11", "-Wall")
@@ -66,6 +68,14 @@ def build_agent(directory: str) -> str:
     if os.path.isfile(target):
         return target
     os.makedirs(directory, mode=0o755, exist_ok=True)
+    with open(os.path.join(directory, ".build.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent pools wait for one build
+        if not os.path.isfile(target):
+            _compile(compiler, source, target)
+    return target
+
+
+def _compile(compiler: str, source: bytes, target: str) -> None:
     with tempfile.TemporaryDirectory(prefix="hermes-exec-build-") as scratch:
         src = os.path.join(scratch, "agent.c")
         with open(src, "wb") as f:
@@ -91,12 +101,15 @@ def build_agent(directory: str) -> str:
         shutil.copyfile(out, partial)
     os.chmod(partial, 0o755)
     os.replace(partial, target)
-    return target
 
 
 def agent_binary(directory: str, given: str | None) -> str:
-    """The agent to run: a world-readable copy of ``given`` (a prebuilt one) under
-    ``directory``, or the one built there. Blocking."""
+    """The agent to run: a world-readable copy under ``directory`` of ``given`` (a prebuilt
+    one), or of the one built once per user (in :func:`user_bin_dir`, so pools in new roots
+    copy it instead of compiling it again). Blocking."""
     if given is None:
-        return build_agent(directory)
+        built = build_agent(user_bin_dir())
+        if os.path.realpath(directory) == os.path.realpath(os.path.dirname(built)):
+            return built
+        given = built
     return reachable_copy(given, directory)
