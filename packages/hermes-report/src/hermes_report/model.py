@@ -55,17 +55,46 @@ def _item_field(record: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def tool_calls(record: Mapping[str, Any]) -> list[str]:
-    """The tool name of every call the model made, in order."""
-    names: list[str] = []
-    for message in record.get("messages") or []:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+def demonstration_span(record: Mapping[str, Any]) -> tuple[int, int]:
+    """``(start, end)`` of the prefilled demonstration in the record's messages: the
+    ``prefill_messages`` messages right after the leading system message(s); empty when the
+    record has none."""
+    messages = record.get("messages") or []
+    start = 0
+    while start < len(messages) and _role(messages[start]) == "system":
+        start += 1
+    count = record.get("prefill_messages")
+    return start, start + (count if isinstance(count, int) and count > 0 else 0)
+
+
+def _role(message: object) -> object:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def tool_stats(record: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """``(calls, failures)`` per tool for the calls the model made: the record's own
+    ``tool_stats`` when it has them, else the tool calls of the assistant messages after the
+    demonstration and the record's ``tool_errors``. A demonstration's calls never count."""
+    recorded = record.get("tool_stats")
+    if isinstance(recorded, Mapping):
+        return {
+            str(name): (int(entry.get("calls") or 0), int(entry.get("failures") or 0))
+            for name, entry in recorded.items()
+            if isinstance(entry, Mapping)
+        }
+    counts: dict[str, list[int]] = {}
+    messages = record.get("messages") or []
+    for message in messages[demonstration_span(record)[1] :]:
+        if _role(message) != "assistant":
             continue
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, Mapping) else None
             name = function.get("name") if isinstance(function, Mapping) else None
-            names.append(str(name) if name else "?")
-    return names
+            counts.setdefault(str(name) if name else "?", [0, 0])[0] += 1
+    for error in record.get("tool_errors") or []:
+        if isinstance(error, Mapping):
+            counts.setdefault(str(error.get("tool") or "?"), [0, 0])[1] += 1
+    return {name: (calls, failures) for name, (calls, failures) in counts.items()}
 
 
 @attrs.frozen(slots=True)
@@ -128,6 +157,7 @@ def reason_of(record: Mapping[str, Any]) -> str | None:
 def row(index: int, record: Mapping[str, Any], track: TokenTrack | None) -> dict[str, Any]:
     """The compact list entry of one rollout (short keys: this is repeated thousands of times)."""
     turns = record.get("turns")
+    tools = tool_stats(record)
     return {
         "i": index,
         "id": str(record.get("id", index)),
@@ -138,8 +168,8 @@ def row(index: int, record: Mapping[str, Any], track: TokenTrack | None) -> dict
         "fam": _item_field(record, "family"),
         "dif": _item_field(record, "difficulty"),
         "turns": turns if isinstance(turns, int) else None,
-        "tc": len(tool_calls(record)),
-        "te": len(record.get("tool_errors") or []),
+        "tc": sum(calls for calls, _ in tools.values()),
+        "te": sum(failures for _, failures in tools.values()),
         "ntok": len(track.ids) if track else None,
         "gen": track.trainable if track else None,
         "drift": drift_count(record),
@@ -161,6 +191,7 @@ _DETAIL_FIELDS = (
     "tools",
     "tool_stats",
     "toolsets_used",
+    "prefill_messages",
     "system_prompt",
     "logprob_mode",
     "drift",
@@ -176,6 +207,13 @@ def detail(
     """What one rollout's page shows: token ids, the mask as a ``0``/``1`` string, and the
     logprobs of the trainable positions only (in order, rounded; ``None`` where missing)."""
     out: dict[str, Any] = {k: record[k] for k in _DETAIL_FIELDS if record.get(k) is not None}
+    out["demo"] = list(demonstration_span(record))
+    if out.get("tool_errors"):
+        ends = turn_ends(record)
+        out["tool_errors"] = [
+            {**e, "turn_end": ends.get(e.get("turn"))} if isinstance(e, Mapping) else e
+            for e in out["tool_errors"]
+        ]
     if track is not None:
         out["tok"] = {
             "ids": track.ids,
@@ -190,6 +228,18 @@ def detail(
             "ends": end_positions(track, special_ids),
         }
     return out
+
+
+def turn_ends(record: Mapping[str, Any]) -> dict[int, str]:
+    """How each turn's generation ended (``stop``: the model sampled an end token;
+    ``length``: it hit the token budget), from the record's per-turn timings."""
+    timings = record.get("timings")
+    turns = timings.get("turns") if isinstance(timings, Mapping) else None
+    return {
+        t["turn"]: str(t["finish_reason"])
+        for t in turns or []
+        if isinstance(t, Mapping) and isinstance(t.get("turn"), int) and t.get("finish_reason")
+    }
 
 
 def end_positions(track: TokenTrack, special_ids: frozenset[int]) -> list[int]:

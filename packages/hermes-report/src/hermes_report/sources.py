@@ -75,6 +75,7 @@ def group_records(group: Mapping[str, Any], number: int) -> Iterator[dict[str, A
             "tokens": ids,
             "masks": mask,
             "token_source": source,
+            "prefill_messages": overrides.get("prefill_messages"),
         }
         if isinstance(logprobs, list):
             record["logprobs"] = [lp if m else None for lp, m in zip(logprobs, mask, strict=False)]
