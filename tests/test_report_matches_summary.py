@@ -58,7 +58,18 @@ def test_the_default_runs_report_agrees_with_its_summary_and_records(tmp_path: P
     page = (run / "report.html").read_text()
     assert all(r["prefill_messages"] > 0 for r in records)  # demonstrations with tool calls
 
-    counts, tools = _counts(page), summary["tool_errors"]
+    tools = summary["tool_errors"]
+    per_tool = _chart(page, "tools")
+    calls = failed = 0
+    for text in per_tool.values():
+        found = re.fullmatch(r"(\d+) calls, (\d+) failed", text)
+        assert found is not None, text
+        calls, failed = calls + int(found.group(1)), failed + int(found.group(2))
+    assert (calls, failed) == (tools["tool_calls"], tools["total"])
+    stops = {label: int(text) for label, text in _chart(page, "stop").items()}
+    assert stops == summary["counts"]["stop_reasons"]
+
+    counts = _counts(page)
     assert int(counts["total"]) == summary["counts"]["finished"]
     for status in ("kept", "failed", "filtered"):
         assert int(counts[status]) == summary["counts"][status]
@@ -70,16 +81,6 @@ def test_the_default_runs_report_agrees_with_its_summary_and_records(tmp_path: P
     assert counts["pass"].endswith(
         f"({round(reward['pass_rate'] * reward['count'])}/{reward['count']})"
     )
-
-    per_tool = _chart(page, "tools")
-    calls = failed = 0
-    for text in per_tool.values():
-        found = re.fullmatch(r"(\d+) calls, (\d+) failed", text)
-        assert found is not None, text
-        calls, failed = calls + int(found.group(1)), failed + int(found.group(2))
-    assert (calls, failed) == (tools["tool_calls"], tools["total"])
-    stops = {label: int(text) for label, text in _chart(page, "stop").items()}
-    assert stops == summary["counts"]["stop_reasons"]
 
     by_id = {r["id"]: r for r in records}
     for row in _rows(page):

@@ -230,7 +230,7 @@ def detail(
     return out
 
 
-def turn_ends(record: Mapping[str, Any]) -> dict[int, str]:
+def turn_ends(record: Mapping[str, Any]) -> dict[object, str]:
     """How each turn's generation ended (``stop``: the model sampled an end token;
     ``length``: it hit the token budget), from the record's per-turn timings."""
     timings = record.get("timings")

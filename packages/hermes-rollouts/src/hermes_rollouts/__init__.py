@@ -27,7 +27,13 @@ from hermes_rollouts.plugins import (
     resolve_environment,
 )
 from hermes_rollouts.preflight import PreflightError
-from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
+from hermes_rollouts.records import (
+    conversations,
+    model_view,
+    prefill_messages,
+    system_prompt,
+    tool_stats,
+)
 from hermes_rollouts.session import (
     ModelOpener,
     RolloutSession,
@@ -98,6 +104,7 @@ __all__ = [
     "model_view",
     "open_session",
     "parser_names",
+    "prefill_messages",
     "reference_slug",
     "resolve_environment",
     "rollout_id",
