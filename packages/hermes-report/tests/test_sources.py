@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from hermes_report import ReportSourceError, records_from
+from hermes_report import ReportSourceError, records_from, render_report
 from hermes_report.model import tool_stats
 
 GROUP = {
@@ -60,4 +61,9 @@ def test_a_groups_demonstration_calls_are_not_the_models(tmp_path: Path) -> None
     group = {**GROUP, "messages": [messages, messages], "group_overrides": overrides}
     path = tmp_path / "groups.jsonl"
     path.write_text(json.dumps(group) + "\n")
-    assert [tool_stats(r) for r in records_from(path)] == [{"terminal": (1, 0)}] * 2
+    records = list(records_from(path))
+    assert [tool_stats(r) for r in records] == [{"terminal": (1, 0)}] * 2
+    # a group does not say which calls failed: the report says so rather than "0 failed"
+    page = render_report(records)
+    assert "terminal: 2 calls, failures not recorded" in page
+    assert re.search(r'data-count="tool_failures">failures not recorded<', page)

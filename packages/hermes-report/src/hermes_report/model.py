@@ -71,6 +71,11 @@ def _role(message: object) -> object:
     return message.get("role") if isinstance(message, Mapping) else None
 
 
+def failures_recorded(record: Mapping[str, Any]) -> bool:
+    """Whether the record says which tool calls failed (an Atropos group member does not)."""
+    return "tool_stats" in record or "tool_errors" in record
+
+
 def tool_stats(record: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
     """``(calls, failures)`` per tool for the calls the model made: the record's own
     ``tool_stats`` when it has them, else the tool calls of the assistant messages after the
@@ -169,7 +174,7 @@ def row(index: int, record: Mapping[str, Any], track: TokenTrack | None) -> dict
         "dif": _item_field(record, "difficulty"),
         "turns": turns if isinstance(turns, int) else None,
         "tc": sum(calls for calls, _ in tools.values()),
-        "te": sum(failures for _, failures in tools.values()),
+        "te": sum(f for _, f in tools.values()) if failures_recorded(record) else None,
         "ntok": len(track.ids) if track else None,
         "gen": track.trainable if track else None,
         "drift": drift_count(record),

@@ -10,7 +10,7 @@ from html import escape
 from typing import Any
 
 from hermes_report import charts
-from hermes_report.model import tool_stats
+from hermes_report.model import failures_recorded, tool_stats
 
 PASS_THRESHOLD = 1.0
 # tool-call errors the parser or the schema check raised (the model emitted a bad call);
@@ -42,6 +42,7 @@ class Overview:
         self.trainable: list[float] = []
         self.calls: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
+        self.failures_known = True
         self.error_kinds: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
         self.drift_checked = 0
@@ -77,6 +78,7 @@ class Overview:
             self.tokens.append(row["ntok"])
             self.trainable.append(row["gen"])
         self.sources[row["src"] or "none (messages only)"] += 1
+        self.failures_known &= failures_recorded(record)
         for tool, (calls, failures) in tool_stats(record).items():
             self.calls[tool] += calls
             self.failures[tool] += failures
@@ -112,13 +114,17 @@ class Overview:
             (f"pass rate (reward ≥ {PASS_THRESHOLD:g})", _rate(passed, len(self.rewards)), "pass"),
             ("generated (trainable) tokens", str(int(sum(self.trainable))), "trainable"),
             ("tool calls by the model", str(sum(self.calls.values())), "tool_calls"),
-            ("failed tool calls", str(sum(self.failures.values())), "tool_failures"),
+            ("failed tool calls", self._failed(sum(self.failures.values()), "{}"), "tool_failures"),
         ]
         body = "".join(
             f'<tr><th>{escape(k)}</th><td data-count="{escape(key)}">{escape(v)}</td></tr>'
             for k, v, key in rows
         )
         return f'<table class="counts">{body}</table>'
+
+    def _failed(self, count: int, form: str = "{} failed") -> str:
+        """``count`` in ``form``, or that the records do not say which calls failed."""
+        return form.format(count) if self.failures_known else "failures not recorded"
 
     def _drift_table(self) -> str:
         meaning = f'<p class="note" id="drift-meaning">{escape(DRIFT_MEANING)}</p>'
@@ -145,7 +151,7 @@ class Overview:
 
         tools = sorted(set(self.calls) | set(self.failures))
         tool_items = [
-            (t, float(self.calls[t]), f"{self.calls[t]} calls, {self.failures[t]} failed")
+            (t, float(self.calls[t]), f"{self.calls[t]} calls, " + self._failed(self.failures[t]))
             for t in tools
         ]
         parse = Counter({k: v for k, v in self.error_kinds.items() if k in PARSE_ERROR_KINDS})

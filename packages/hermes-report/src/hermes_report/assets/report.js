@@ -73,7 +73,7 @@
       idCell.appendChild(link);
       tr.appendChild(idCell);
       [r.st + (r.why ? " (" + r.why + ")" : ""), fmt(r.r, 3), fmt(r.stop), fmt(r.fam), fmt(r.dif),
-       fmt(r.turns), r.tc + " / " + r.te,
+       fmt(r.turns), r.tc + " / " + fmt(r.te),
        r.ntok === null ? "—" : r.gen + " / " + r.ntok, fmt(r.drift)].forEach(function (t) {
         tr.appendChild(el("td", null, t));
       });
@@ -91,7 +91,7 @@
     [["outcome", row.st + (row.why ? " (" + row.why + ")" : "")], ["reward", fmt(row.r, 3)],
      ["stop reason", fmt(row.stop)], ["env", fmt(d.env)], ["item", fmt(item.id)],
      ["family / difficulty", fmt(row.fam) + " / " + fmt(row.dif)], ["model", fmt(d.model)],
-     ["turns", fmt(row.turns)], ["tool calls by the model / failed", row.tc + " / " + row.te],
+     ["turns", fmt(row.turns)], ["tool calls by the model / failed", row.tc + " / " + fmt(row.te)],
      ["logprob mode", fmt(d.logprob_mode)]].forEach(function (kv) {
       var tr = el("tr");
       tr.appendChild(el("th", null, kv[0]));
