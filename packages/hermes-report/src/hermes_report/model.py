@@ -4,7 +4,8 @@ filters and sorts on) and one detail object (what a rollout page shows).
 A record is a batch-runner record (``trajectories.jsonl`` / ``failed.jsonl`` /
 ``filtered.jsonl``) or one member of an Atropos ``ScoredDataGroup`` flattened by
 :mod:`hermes_report.sources`. Every field is optional: fields added later (``tools``,
-``tool_stats``, ``toolsets_used``, ``system_prompt``, ``logprob_mode``) are shown when present.
+``tool_stats``, ``toolsets_used``, ``system_prompt``, ``logprob_mode``, ``prefill_messages``) are
+shown (or used) when present.
 """
 
 from __future__ import annotations
@@ -196,7 +197,6 @@ _DETAIL_FIELDS = (
     "tools",
     "tool_stats",
     "toolsets_used",
-    "prefill_messages",
     "system_prompt",
     "logprob_mode",
     "drift",
@@ -210,7 +210,9 @@ def detail(
     record: Mapping[str, Any], track: TokenTrack | None, special_ids: frozenset[int]
 ) -> dict[str, Any]:
     """What one rollout's page shows: token ids, the mask as a ``0``/``1`` string, and the
-    logprobs of the trainable positions only (in order, rounded; ``None`` where missing)."""
+    logprobs of the trainable positions only (in order, rounded; ``None`` where missing); the
+    demonstration's message span (``demo``); each tool error with how its turn ended
+    (``turn_end``)."""
     out: dict[str, Any] = {k: record[k] for k in _DETAIL_FIELDS if record.get(k) is not None}
     out["demo"] = list(demonstration_span(record))
     if out.get("tool_errors"):
