@@ -229,10 +229,10 @@ def test_swe_smith_oracle_documented_command_runs_offline_on_bwrap(tmp_path: Pat
         cmd, cwd=tmp_path, env=clean_env(tmp_path), capture_output=True, timeout=800
     )
     assert done.returncode == 0, done.stderr.decode()[-5000:]
-    groups = _read_groups(tmp_path / "data" / "hermes_swe_smith_oracle.jsonl")
+    groups = _read_groups(tmp_path / "runs" / "atropos" / "hermes_swe_smith_oracle.jsonl")
     assert len(groups) == 2
     assert batch_problems(groups) == []
-    assert (tmp_path / "data" / "hermes_swe_smith_oracle.html").is_file()
+    assert (tmp_path / "runs" / "atropos" / "hermes_swe_smith_oracle.html").is_file()
 
 
 def test_modal_without_credentials_stops_within_seconds(tmp_path: Path) -> None:
@@ -258,4 +258,4 @@ def test_modal_without_credentials_stops_within_seconds(tmp_path: Path) -> None:
     assert "MODAL_TOKEN_ID" in stderr
     assert "MODAL_TOKEN_SECRET" in stderr
     assert elapsed < 30, f"took {elapsed:.1f}s"
-    assert not (tmp_path / "data").exists()
+    assert not (tmp_path / "runs").exists()

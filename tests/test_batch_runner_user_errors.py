@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,28 @@ def test_docker_without_a_daemon_fails_at_start_up_and_marks_nothing_failed(
     assert "the docker sandbox cannot start a host" in line
     assert "choose another --sandbox" in line
     assert not out.exists()  # no failed.jsonl, no run.json: nothing ran
+
+
+def _docker_answers() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    return subprocess.run([docker, "info"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(not _docker_answers(), reason="no Docker daemon answers")
+def test_an_image_docker_cannot_have_is_one_error_naming_the_image_option(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    image = "hermes-test-absent:never"  # neither on the host nor in any registry
+    done = _run("--sandbox", "docker", "--sandbox-image", image, "--output", str(out), cwd=tmp_path)
+    assert done.returncode == 1
+    line = _one_error_line(done)
+    assert f"image {image!r} is not on this Docker host" in line
+    assert "set --sandbox-image to an image this host has" in line
+    assert "starting a host failed" not in done.stderr  # the error, not a warning repeating it
+    assert not out.exists()
 
 
 def test_repeated_dataset_ids_run_as_distinct_rollouts(tmp_path: Path) -> None:

@@ -81,6 +81,9 @@ def test_token_view_shows_exactly_the_trainable_tokens(real_run: Path) -> None:
     )
     assert "&lt;|im_start|&gt;" in tokens  # token text from the saved tokenizer.json
     assert tokens.count(" end") >= 1  # the turn's last sampled token is marked
+    assert f"{record['drift']['mismatches']} drifted tokens" in dom  # the record's own count
+    assert "Drift counts the tokens" in dom  # and what drift means, where it is shown
+    assert "are a prefilled demonstration" in dom  # the demonstration is not the model's work
 
 
 def test_hostile_model_text_renders_as_text(tmp_path: Path) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from hermes_atropos_env.cli import main
 from hermes_atropos_env.wiring import HermesWiring
+from hermes_protocols import SandboxError
 
 
 class FakeWiring:
@@ -37,14 +40,51 @@ def test_process_through_the_cli_writes_groups_and_html(
     err = capsys.readouterr().err
     assert "notice: wandb disabled" in err
     assert "wandb=off" in err
-    out = tmp_path / "data" / "hermes_endless_terminals.jsonl"
+    out = tmp_path / "runs" / "atropos" / "hermes_endless_terminals.jsonl"
     groups = [json.loads(line) for line in out.read_text().splitlines()]
     assert [len(g["tokens"]) for g in groups] == [2, 2]
     assert out.with_suffix(".html").is_file()
     report = out.with_suffix(".report.html").read_text()  # hermes-report, beside it
-    assert "wrote data/hermes_endless_terminals.report.html" in err
+    assert "wrote runs/atropos/hermes_endless_terminals.report.html" in err
     assert report.count('<script type="application/json" id="d') == 4  # 2 groups of 2
     assert '"src":"sampler"' in report
+
+
+def test_process_without_options_runs_a_few_groups_and_says_so(
+    tmp_path, tokenizer_dir, make_rollout, scripted_source, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    source = scripted_source(lambda item, size: [make_rollout(item=item) for _ in range(size)])
+    assert main(["process"], wiring=FakeWiring(tokenizer_dir, source)) == 0
+    assert [size for _, size in source.groups_run] == [4, 4]
+    out = "runs/atropos/hermes_endless_terminals.jsonl"
+    assert f"process: 2 groups of 4 rollouts (--env.total_steps, --env.group_size) into {out}" in (
+        capsys.readouterr().err
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]  # nothing else in the working tree
+
+
+class _UnreachableSource:
+    """A rollout source that cannot open (as a Nomad cluster that does not answer)."""
+
+    def factory(self, *_: object) -> object:
+        @asynccontextmanager
+        async def opened() -> AsyncIterator[None]:
+            raise SandboxError("Nomad at http://127.0.0.1:9 unreachable")
+            yield
+
+        return opened()
+
+
+def test_a_failed_process_leaves_no_empty_output_directories(
+    tmp_path, tokenizer_dir, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main(["process"], wiring=FakeWiring(tokenizer_dir, _UnreachableSource())) == 1
+    assert "Nomad at http://127.0.0.1:9 unreachable" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_config_exits_2_before_anything_starts(

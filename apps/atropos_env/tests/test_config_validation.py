@@ -152,6 +152,10 @@ def test_cli_values_lists_dicts_bools_and_yaml_precedence(tmp_path: Path) -> Non
         (["--envgroup_size", "2"], "use --env.NAME"),
         (["--env.group_size", "two"], "--env.group_size"),
         (["--openai.server_type", "tgi"], "--openai.server_type"),
+        (
+            ["--env.enabled_toolsets", '["a'],
+            r"^--env.enabled_toolsets: .* \(Unterminated string starting at column 2\)",
+        ),
     ],
 )
 def test_bad_options_fail_with_a_hint(argv: list[str], expected: str) -> None:

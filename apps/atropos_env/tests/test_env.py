@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 from hermes_atropos_env import HermesAtroposEnvConfig, InferenceConfig
 from hermes_atropos_env.env import HermesAtroposEnv
@@ -12,6 +13,7 @@ from hermes_atropos_env.groups import MASKED
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.trainer import batch_problems
 from hermes_protocols import FailureKind, TokenTrace, ToolErrorKind
+from hermes_report import group_records
 
 pytestmark = pytest.mark.anyio
 
@@ -183,3 +185,25 @@ async def test_equal_score_groups_are_counted_and_dropped_only_when_asked(
         assert group["scores"] == [0.0, 0.0]
         assert metrics["train/groups_sent_equal_scores"] == 1
         assert metrics["train/groups_dropped_equal_scores"] == 0
+
+
+async def test_a_group_says_how_many_demonstration_messages_its_prompts_hold(
+    tmp_path, tokenizer_dir, make_rollout, scripted_source
+) -> None:
+    demonstrated = {"workspace": {"prefill_messages": 2}}
+    source = scripted_source(
+        lambda item, size: [
+            attrs.evolve(make_rollout(_trace(i), item=item), metadata=demonstrated)
+            for i in range(size)
+        ]
+    )
+    config = _config(tmp_path, tokenizer_dir, total_steps=1)
+    env = HermesAtroposEnv.create(config, InferenceConfig(), source.factory)
+    async with source.factory(config, env.inference) as opened:
+        env._source = opened
+        await env.setup()
+        group, _ = await env.collect_trajectories(await env.get_next_item())
+    assert group is not None
+    assert group["group_overrides"]["prefill_messages"] == 2
+    # the report reads it, so a demonstration's calls are not counted as the model's
+    assert {r["prefill_messages"] for r in group_records(group, 0)} == {2}

@@ -127,6 +127,31 @@ def test_bad_options_exit_non_zero_with_the_reason(capsys: pytest.CaptureFixture
     assert info.value.code == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--concurrency", "0"], "error: invalid configuration: --concurrency must be > 0"),
+        (
+            ["--env-options", '{"families": ["a]}'],
+            "error: argument --env-options: not valid JSON: Unterminated string starting at "
+            "column 15; see --help",
+        ),
+        (["--max-turns", "x"], "error: argument --max-turns: invalid int value: 'x'"),
+    ],
+)
+def test_an_option_error_is_one_line_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    try:
+        code = main([*argv, "--output", str(tmp_path / "run")])
+    except SystemExit as exc:  # argparse's own errors
+        code = int(str(exc.code))
+    assert code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(expected)
+    assert not (tmp_path / "run").exists()
+
+
 def test_default_output_goes_under_runs(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

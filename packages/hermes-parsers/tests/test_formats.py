@@ -133,6 +133,16 @@ def test_hermes_malformed_calls_are_reported(text: str, kind: str) -> None:
     assert turn.content == "before "
 
 
+def test_an_unclosed_call_does_not_guess_why() -> None:
+    """The parser sees text, not how the turn ended: the same unclosed call follows a sampled
+    end token as often as a token limit, so its message says neither (the record's turn
+    timings say which)."""
+    (error,) = get_parser("hermes").parse('<tool_call>\n{"name": "f"}').errors
+    assert error.kind == "unclosed_call"
+    assert "truncat" not in error.message
+    assert "before the turn ended" in error.message
+
+
 def test_hermes_unbalanced_quote_closes_at_the_tag_and_keeps_reading() -> None:
     text = '<tool_call>{"name": "f", "arguments": {"a": "x}}</tool_call>\nafter'
     turn = get_parser("hermes").parse(text)

@@ -33,3 +33,9 @@ def test_integer_histogram_has_one_column_per_value() -> None:
     assert re.findall(r"<title>(\d+): (\d+)</title>", svg) == [
         ("1", "2"), ("2", "1"), ("3", "0"), ("4", "1"),
     ]  # fmt: skip
+
+
+def test_a_long_bar_label_is_shown_whole() -> None:
+    label = "failed: infrastructure:sandbox_acquire"
+    svg = charts.bars("status", "t", [(label, 1.0, "1")])
+    assert f">{label}</text>" in svg

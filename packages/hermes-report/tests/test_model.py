@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import json
 
-from hermes_report.model import detail, end_positions, row, status_of, to_json, token_track
+from hermes_report.model import (
+    detail,
+    end_positions,
+    row,
+    status_of,
+    to_json,
+    token_track,
+    tool_stats,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,3 +104,40 @@ def test_embedded_json_round_trips_and_cannot_close_a_script(text: str) -> None:
     assert ">" not in encoded
     assert "&" not in encoded
     assert json.loads(encoded) == {"t": text}
+
+
+def _demonstrated(**extra: object) -> dict[str, object]:
+    """A record whose prompt holds a demonstration (two prefilled messages with a call)."""
+    call = {"id": "d1", "function": {"name": "terminal", "arguments": '{"command": "ls"}'}}
+    own = {"id": "c1", "function": {"name": "terminal", "arguments": "{"}}
+    return _record(
+        messages=[
+            {"role": "system", "content": "sys"},
+            {"role": "assistant", "content": None, "tool_calls": [call, call]},
+            {"role": "tool", "content": "ok", "tool_call_id": "d1", "name": "terminal"},
+            {"role": "user", "content": "task"},
+            {"role": "assistant", "content": None, "tool_calls": [own]},
+        ],
+        prefill_messages=2,
+        tool_errors=[{"kind": "invalid_arguments", "tool": "terminal", "turn": 1}],
+        timings={"turns": [{"turn": 1, "finish_reason": "stop"}]},
+        **extra,
+    )
+
+
+def test_a_demonstrations_calls_are_not_counted_as_the_models() -> None:
+    record = _demonstrated()
+    assert tool_stats(record) == {"terminal": (1, 1)}
+    entry = row(0, record, None)
+    assert (entry["tc"], entry["te"]) == (1, 1)
+    assert detail(record, None, frozenset())["demo"] == [1, 3]
+
+
+def test_the_records_own_tool_stats_win() -> None:
+    stats = {"terminal": {"calls": 3, "successes": 1, "failures": 2}}
+    assert tool_stats(_demonstrated(tool_stats=stats)) == {"terminal": (3, 2)}
+
+
+def test_a_tool_error_says_how_its_turn_ended() -> None:
+    (error,) = detail(_demonstrated(), None, frozenset())["tool_errors"]
+    assert error["turn_end"] == "stop"  # the model sampled its end token: nothing was cut

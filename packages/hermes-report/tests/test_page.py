@@ -42,6 +42,7 @@ def test_counts_rows_and_lazy_details() -> None:
     assert page.count('<script type="application/json" id="d') == 3
     assert 'data-chart="throughput"><figcaption>Throughput' in page
     assert "<polyline" in page  # two timestamped rollouts draw a line
+    assert 'id="drift-meaning"' in page  # what drift means, said where it is shown
     assert "http://" not in page.split("<style>")[1]
     assert "https://" not in page
 

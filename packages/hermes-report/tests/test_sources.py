@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from hermes_report import ReportSourceError, records_from
+from hermes_report import ReportSourceError, records_from, render_report
+from hermes_report.model import tool_stats
 
 GROUP = {
     "tokens": [[1, 2, 3], [1, 4]],
@@ -44,3 +46,24 @@ def test_a_directory_without_logs_is_refused(tmp_path: Path) -> None:
         records_from(tmp_path)
     with pytest.raises(ReportSourceError, match="does not exist"):
         records_from(tmp_path / "missing.jsonl")
+
+
+def test_a_groups_demonstration_calls_are_not_the_models(tmp_path: Path) -> None:
+    call = {"id": "d", "function": {"name": "terminal", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "assistant", "content": None, "tool_calls": [call, call]},
+        {"role": "tool", "content": "ok", "tool_call_id": "d", "name": "terminal"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    overrides = {**GROUP["group_overrides"], "prefill_messages": 2}  # type: ignore[dict-item]
+    group = {**GROUP, "messages": [messages, messages], "group_overrides": overrides}
+    path = tmp_path / "groups.jsonl"
+    path.write_text(json.dumps(group) + "\n")
+    records = list(records_from(path))
+    assert [tool_stats(r) for r in records] == [{"terminal": (1, 0)}] * 2
+    # a group does not say which calls failed: the report says so rather than "0 failed"
+    page = render_report(records)
+    assert "terminal: 2 calls, failures not recorded" in page
+    assert re.search(r'data-count="tool_failures">failures not recorded<', page)

@@ -49,9 +49,18 @@ def test_bad_lines_are_reported_with_line_numbers(tmp_path: Path) -> None:
         assert f"line {lineno}:" in message
     assert "line 1:" not in message
     assert "--skip-bad-lines" in message
+    assert "line 2: not valid JSON (Expecting property name enclosed in double quotes at " in (
+        message
+    )
     loaded = load_dataset(path, skip_bad_lines=True)
     assert len(loaded.items) == 1
     assert [b.lineno for b in loaded.bad_lines] == [2, 3, 4, 5]
+
+
+def test_an_unterminated_string_says_where_it_starts(tmp_path: Path) -> None:
+    path = _write(tmp_path / "d.jsonl", [json.dumps({"prompt": "ok"}), '{"prompt": "open}'])
+    (bad,) = load_dataset(path, skip_bad_lines=True).bad_lines
+    assert bad.reason == "not valid JSON (Unterminated string starting at column 12)"
 
 
 def test_ids_survive_reordering_and_repeated_lines_stay_distinct(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import signal
@@ -220,6 +221,15 @@ async def test_host_start_failures_surface_quickly() -> None:
     with pytest.raises(SandboxError, match="no capacity"):
         async with SandboxPool(backend, PoolConfig(name="fail", min_hosts=1)):
             pass
+
+
+async def test_a_start_failure_the_caller_gets_is_not_also_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with SandboxPool(_FailingBackend(), PoolConfig(name="fail")) as pool:
+        with pytest.raises(SandboxError, match="no capacity"):
+            await pool.acquire("t", timeout=60)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_release_twice_and_after_exit(sandbox_root: Path) -> None:

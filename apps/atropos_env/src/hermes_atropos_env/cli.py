@@ -44,8 +44,10 @@ usage: atropos_env {serve,process,evaluate} [--env.NAME VALUE ...] [--openai.NAM
 Run a hermes-envs environment as an Atropos (atroposlib 0.4.0) environment.
 
   serve     register with a running `run-api --host 127.0.0.1 --port N` and stream groups
-  process   generate --env.total_steps groups offline: JSONL + HTML (--env.data_path_to_save_groups)
-  evaluate  run the eval split, write metrics.json + samples.jsonl (--env.data_dir_to_save_evals)
+  process   generate --env.total_steps groups offline: JSONL + HTML under runs/atropos/
+            (--env.data_path_to_save_groups); with the embedded model 2 groups of 4 by default
+  evaluate  run the eval split, write metrics.json + samples.jsonl under runs/atropos/
+            (--env.data_dir_to_save_evals)
 
 Phases: --openai.server_type embedded (default: in-process SmolLM2, exact tokens), sglang, vllm,
 llama_cpp (exact tokens from a server at --openai.base_url) or openai (chat, re-tokenized).
@@ -89,6 +91,14 @@ EMBEDDED_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: where ``process`` and ``evaluate`` write by default (``runs/`` is git-ignored, as the batch
+#: runner's runs are)
+OUTPUT_DIR = "runs/atropos"
+#: ``process`` with the embedded model: a few groups (atroposlib's default of 1,000 takes
+#: hours on a CPU); ``--env.total_steps`` asks for more
+EMBEDDED_PROCESS_GROUPS = 2
+
+
 def uses_embedded_model(parsed_openai: dict[str, Any]) -> bool:
     """Whether ``--openai.*`` selects the in-process model (no server URL)."""
     return parsed_openai.get("server_type", "embedded") == "embedded" and not parsed_openai.get(
@@ -116,10 +126,12 @@ def command_defaults(
         defaults.update(
             ensure_scores_are_not_same=False,
             include_messages=True,
-            data_path_to_save_groups=f"data/hermes_{environment}.jsonl",
+            data_path_to_save_groups=f"{OUTPUT_DIR}/hermes_{environment}.jsonl",
         )
+        if embedded:
+            defaults.update(total_steps=EMBEDDED_PROCESS_GROUPS)
     elif command == "evaluate":
-        defaults.update(data_dir_to_save_evals=f"eval_results/hermes_{environment}")
+        defaults.update(data_dir_to_save_evals=f"{OUTPUT_DIR}/hermes_{environment}_eval")
     return defaults
 
 
@@ -206,6 +218,12 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
         f"wandb={'on' if env.use_wandb else 'off'}",
         file=sys.stderr,
     )
+    if command == "process":
+        print(
+            f"atropos_env process: {env.total_steps} groups of {env.group_size} rollouts "
+            f"(--env.total_steps, --env.group_size) into {env.data_path_to_save_groups}",
+            file=sys.stderr,
+        )
     try:
         stopped_by = anyio.run(_run, command, env_obj)
     except Exception as exc:
@@ -229,18 +247,21 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
 
 
 def _new_outputs(command: str, env: HermesAtroposEnvConfig) -> list[Path]:
-    """The files ``process`` will create (removed again if the run fails while they are
-    empty)."""
+    """What ``process`` will create that does not exist yet: its files, then the directories
+    above them, deepest first (removed again if the run fails while they are empty)."""
     if command != "process" or not env.data_path_to_save_groups:
         return []
     jsonl = Path(env.data_path_to_save_groups)
-    return [p for p in (jsonl, jsonl.with_suffix(".html")) if not p.exists()]
+    created = (jsonl, jsonl.with_suffix(".html"), jsonl.parent, *jsonl.parent.parents)
+    return [p for p in created if not p.exists()]
 
 
 def _remove_empty(paths: Sequence[Path]) -> None:
     for path in paths:
         if path.is_file() and path.stat().st_size == 0:
             path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def _user_error(command: str, env: HermesAtroposEnvConfig, error: BaseException) -> BaseException:

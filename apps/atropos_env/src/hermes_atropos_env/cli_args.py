@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 import yaml  # type: ignore[import-untyped]
-from hermes_protocols import ConfigError
+from hermes_protocols import ConfigError, json_error
 from pydantic import BaseModel, ValidationError
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
@@ -36,7 +36,7 @@ def _is_list_field(model: type[BaseModel], name: str) -> bool:
     return "list" in str(model.model_fields[name].annotation)
 
 
-def _cli_value(model: type[BaseModel], name: str, raw: str) -> Any:
+def _cli_value(model: type[BaseModel], namespace: str, name: str, raw: str) -> Any:
     text = raw.strip()
     if text.lower() in ("null", "none"):
         return None
@@ -44,7 +44,10 @@ def _cli_value(model: type[BaseModel], name: str, raw: str) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"--{name}: {raw!r} is not valid JSON: {exc}") from exc
+            raise ConfigError(
+                f"--{namespace}.{name}: {raw!r} is not valid JSON ({json_error(exc)}): quote it "
+                'for the shell, e.g. --env.x \'["a", "b"]\''
+            ) from exc
     if _is_list_field(model, name):
         return [part.strip() for part in text.split(",") if part.strip()]
     return raw
@@ -120,14 +123,16 @@ def parse_argv(argv: Sequence[str], commands: Sequence[str]) -> ParsedArgs:
     openai = dict(yaml_openai)
     env.update(
         {
-            k: _cli_value(HermesAtroposEnvConfig, k, v)
+            k: _cli_value(HermesAtroposEnvConfig, "env", k, v)
             for k, v in flags["env"].items()
             if k in HermesAtroposEnvConfig.model_fields
         }
     )
     _check_names(HermesAtroposEnvConfig, "env", {**flags["env"], **env})
     _check_names(InferenceConfig, "openai", {**flags["openai"], **openai})
-    openai.update({k: _cli_value(InferenceConfig, k, v) for k, v in flags["openai"].items()})
+    openai.update(
+        {k: _cli_value(InferenceConfig, "openai", k, v) for k, v in flags["openai"].items()}
+    )
     return ParsedArgs(command=command, env=env, openai=openai, config_path=config_path)
 
 

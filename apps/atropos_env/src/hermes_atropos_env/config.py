@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from atroposlib.envs.base import BaseEnvConfig  # type: ignore[import-untyped]
-from atroposlib.envs.server_handling.server_manager import APIServerConfig  # type: ignore[import-untyped]
 from hermes_loop import ServerType
 from pydantic import BaseModel, Field, model_validator
+
+from hermes_atropos_env.atroposlib_import import APIServerConfig, BaseEnvConfig
 
 ToolPoolMode = Literal["local", "bwrap", "docker", "modal", "nomad", "remote"]
 OverlongPolicy = Literal["drop", "truncate"]

@@ -17,6 +17,7 @@ import anyio
 from atroposlib.envs.base import BaseEnv, ScoredDataGroup  # type: ignore[import-untyped]
 from hermes_protocols import ConfigError, Item
 from hermes_protocols.convert import messages_to_openai
+from hermes_rollouts import prefill_messages
 
 from hermes_atropos_env.config import (
     HermesAtroposEnvConfig,
@@ -168,7 +169,11 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
             self.group_policy(),
             retokenize=None if self.inference.token_mode else self.source.retokenize,
             generation_params=self._generation_params(),
-            group_overrides={"lora_adapter_sha256": adapter},
+            group_overrides={
+                "lora_adapter_sha256": adapter,
+                # the report counts only the model's own tool calls, not a demonstration's
+                "prefill_messages": max((prefill_messages(r) for r in rollouts), default=0),
+            },
         )
         equal = outcome.group is not None and len(set(outcome.group["scores"])) == 1
         drop_equal = equal and bool(self.config.ensure_scores_are_not_same)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +15,14 @@ import anyio
 import attrs
 from hermes_loop import SERVER_TYPES
 from hermes_protocols import ConfigError, Environment, HermesError
-from hermes_rollouts import Credentials, environments_text, load_dataset, root_error
+from hermes_rollouts import (
+    CommandParser,
+    Credentials,
+    environments_text,
+    json_object_option,
+    load_dataset,
+    root_error,
+)
 from rich.console import Console
 
 from hermes_batch_runner.app import EXIT_INTERRUPTED, RunResult, resume_command, run_batch
@@ -51,16 +57,6 @@ continued with --resume.
 """
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
 class _ListEnvs(argparse.Action):
     """``--list-envs``: print the available environments and exit (like ``--help``)."""
 
@@ -73,7 +69,7 @@ class _ListEnvs(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="batch_runner",
         description=DESCRIPTION,
         argument_default=argparse.SUPPRESS,
@@ -93,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument(
         "--env-options",
-        type=_json_object,
+        type=json_object_option,
         metavar="JSON",
         help='the environment\'s options, e.g. \'{"families": ["write_word"]}\' for '
         "endless_terminals (docs/environments.md)",
@@ -145,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         "physical cores)",
     )
     model.add_argument("--api-key", help="server API key (default: $OPENAI_API_KEY)")
-    model.add_argument("--extra-body", type=_json_object, metavar="JSON", help="request extras")
+    model.add_argument(
+        "--extra-body", type=json_object_option, metavar="JSON", help="request extras"
+    )
     model.add_argument(
         "--end-token-ids",
         metavar="A,B",

@@ -35,22 +35,26 @@ RUNTIME_KEYS: frozenset[str] = frozenset(
 )
 
 
+def _flag(attribute: attrs.Attribute[Any]) -> str:
+    """The command-line option of a field (``concurrency`` -> ``--concurrency``)."""
+    return f"--{attribute.name.replace('_', '-')}"
+
+
 def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if not value > 0:
-        raise ConfigError(f"{attribute.name.replace('_', '-')} must be > 0, got {value}")
+        raise ConfigError(f"{_flag(attribute)} must be > 0, got {value}: pass a positive number")
 
 
 def _non_negative(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if value < 0:
-        raise ConfigError(f"{attribute.name.replace('_', '-')} must be >= 0, got {value}")
+        raise ConfigError(f"{_flag(attribute)} must be >= 0, got {value}: pass 0 or more")
 
 
 def _one_of(choices: tuple[str, ...]) -> Any:
     def check(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
         if value not in choices:
             raise ConfigError(
-                f"{attribute.name.replace('_', '-')} must be one of {', '.join(choices)}; "
-                f"got {value!r}"
+                f"{_flag(attribute)} must be one of {', '.join(choices)}; got {value!r}"
             )
 
     return check

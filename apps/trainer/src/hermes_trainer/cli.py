@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import attrs
 from hermes_protocols import ConfigError, HermesError
-from hermes_rollouts import environments_text, root_error
+from hermes_rollouts import CommandParser, environments_text, json_object_option, root_error
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -29,7 +29,7 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
 def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig(output=Path("."))
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="apps/trainer",
         description="GRPO (or SFT) on a LoRA adapter (JAX) of the embedded model. By default "
         "it samples groups of --env (endless_terminals) itself, updates, hot-loads the adapter and "
@@ -73,7 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the environment: a shipped or installed name (--list-envs), package.module:NAME "
         "or path/to/file.py:NAME",
     )
-    add("--env-options", type=_json_object, default={}, help="the environment's options (JSON)")
+    add(
+        "--env-options",
+        type=json_object_option,
+        default={},
+        help="the environment's options (JSON)",
+    )
     add("--list-envs", action=_ListEnvs, help="list the available environments and exit")
     add(
         "--families",
@@ -148,16 +153,6 @@ def _endless(args: argparse.Namespace) -> dict[str, Any]:
     if args.difficulties is not None:
         out["difficulties"] = tuple(int(d) for d in args.difficulties.split(",") if d)
     return out
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
 
 
 class _ListEnvs(argparse.Action):

@@ -447,7 +447,7 @@ class DelimitedStream:
             error = ToolParseError(
                 kind="unclosed_call",
                 message=f"tool call opened with {spec.call_start!r} but never closed with "
-                f"{spec.call_end!r} (truncated generation?)",
+                f"{spec.call_end!r} before the turn ended",
                 call_index=index,
                 start=self._call_at,
                 end=self._offset,

@@ -50,7 +50,7 @@ from hermes_protocols.inference import (
     Tokenizer,
     Usage,
 )
-from hermes_protocols.json_types import JSONObject, JSONValue, json_problem
+from hermes_protocols.json_types import JSONObject, JSONValue, json_error, json_problem
 from hermes_protocols.messages import Message, Role, ToolCall
 from hermes_protocols.parsing import (
     ContentDelta,
@@ -152,5 +152,6 @@ __all__ = [
     "TurnStats",
     "Usage",
     "WorkspaceEscape",
+    "json_error",
     "json_problem",
 ]

@@ -1,8 +1,10 @@
-"""JSON value type aliases (kept as ``Any`` so cattrs and mypy both pass them through), and
-:func:`json_problem`, which says where a value stops being plain JSON."""
+"""JSON value type aliases (kept as ``Any`` so cattrs and mypy both pass them through),
+:func:`json_problem`, which says where a value stops being plain JSON, and :func:`json_error`,
+which says where a text stops being JSON."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, TypeAlias
@@ -38,3 +40,10 @@ def json_problem(value: object, path: str = "$") -> str | None:
                 return found
         return None
     return f"{path}: {type(value).__name__}"
+
+
+def json_error(exc: json.JSONDecodeError) -> str:
+    """Where and why a text is not JSON, as one clause: ``Unterminated string starting at
+    column 24`` (the line only when the text has several)."""
+    where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno} column {exc.colno}"
+    return f"{exc.msg} {where}" if exc.msg.endswith(" at") else f"{exc.msg} at {where}"

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from html import escape
 
 WIDTH = 360
-BAR_H = 18
-GAP = 4
-LABEL_W = 130
+BAR_H = 14
+GAP = 6
+LABEL_H = 13  # a bar's label is a line of its own above it: never cut, however long
 
 
 def _figure(name: str, title: str, body: str) -> str:
@@ -46,18 +46,18 @@ def bars(
         return _empty(name, title)
     top = max_value if max_value is not None else max(v for _, v, _ in items)
     top = top if top > 0 else 1.0
-    span = WIDTH - LABEL_W - 60
-    height = len(items) * (BAR_H + GAP)
+    span = WIDTH - 80
+    row_h = LABEL_H + BAR_H + GAP
+    height = len(items) * row_h
     rows = []
     for n, (label, value, text) in enumerate(items):
-        y = n * (BAR_H + GAP)
+        y = n * row_h
         w = max(0.0, value) / top * span
-        short = label if len(label) <= 20 else label[:19] + "…"
         rows.append(
             f'<g class="bar"><title>{escape(label)}: {escape(text)}</title>'
-            f'<text x="{LABEL_W - 4}" y="{y + 13}" text-anchor="end">{escape(short)}</text>'
-            f'<rect x="{LABEL_W}" y="{y}" width="{w:.1f}" height="{BAR_H}"></rect>'
-            f'<text x="{LABEL_W + w + 4:.1f}" y="{y + 13}">{escape(text)}</text></g>'
+            f'<text x="0" y="{y + 10}">{escape(label)}</text>'
+            f'<rect x="0" y="{y + LABEL_H}" width="{w:.1f}" height="{BAR_H}"></rect>'
+            f'<text x="{w + 4:.1f}" y="{y + LABEL_H + 11}">{escape(text)}</text></g>'
         )
     svg = (
         f'<svg viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" '

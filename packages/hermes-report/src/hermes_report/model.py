@@ -4,7 +4,8 @@ filters and sorts on) and one detail object (what a rollout page shows).
 A record is a batch-runner record (``trajectories.jsonl`` / ``failed.jsonl`` /
 ``filtered.jsonl``) or one member of an Atropos ``ScoredDataGroup`` flattened by
 :mod:`hermes_report.sources`. Every field is optional: fields added later (``tools``,
-``tool_stats``, ``toolsets_used``, ``system_prompt``, ``logprob_mode``) are shown when present.
+``tool_stats``, ``toolsets_used``, ``system_prompt``, ``logprob_mode``, ``prefill_messages``) are
+shown (or used) when present.
 """
 
 from __future__ import annotations
@@ -55,17 +56,51 @@ def _item_field(record: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def tool_calls(record: Mapping[str, Any]) -> list[str]:
-    """The tool name of every call the model made, in order."""
-    names: list[str] = []
-    for message in record.get("messages") or []:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+def demonstration_span(record: Mapping[str, Any]) -> tuple[int, int]:
+    """``(start, end)`` of the prefilled demonstration in the record's messages: the
+    ``prefill_messages`` messages right after the leading system message(s); empty when the
+    record has none."""
+    messages = record.get("messages") or []
+    start = 0
+    while start < len(messages) and _role(messages[start]) == "system":
+        start += 1
+    count = record.get("prefill_messages")
+    return start, start + (count if isinstance(count, int) and count > 0 else 0)
+
+
+def _role(message: object) -> object:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def failures_recorded(record: Mapping[str, Any]) -> bool:
+    """Whether the record says which tool calls failed (an Atropos group member does not)."""
+    return "tool_stats" in record or "tool_errors" in record
+
+
+def tool_stats(record: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """``(calls, failures)`` per tool for the calls the model made: the record's own
+    ``tool_stats`` when it has them, else the tool calls of the assistant messages after the
+    demonstration and the record's ``tool_errors``. A demonstration's calls never count."""
+    recorded = record.get("tool_stats")
+    if isinstance(recorded, Mapping):
+        return {
+            str(name): (int(entry.get("calls") or 0), int(entry.get("failures") or 0))
+            for name, entry in recorded.items()
+            if isinstance(entry, Mapping)
+        }
+    counts: dict[str, list[int]] = {}
+    messages = record.get("messages") or []
+    for message in messages[demonstration_span(record)[1] :]:
+        if _role(message) != "assistant":
             continue
         for call in message.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, Mapping) else None
             name = function.get("name") if isinstance(function, Mapping) else None
-            names.append(str(name) if name else "?")
-    return names
+            counts.setdefault(str(name) if name else "?", [0, 0])[0] += 1
+    for error in record.get("tool_errors") or []:
+        if isinstance(error, Mapping):
+            counts.setdefault(str(error.get("tool") or "?"), [0, 0])[1] += 1
+    return {name: (calls, failures) for name, (calls, failures) in counts.items()}
 
 
 @attrs.frozen(slots=True)
@@ -128,6 +163,7 @@ def reason_of(record: Mapping[str, Any]) -> str | None:
 def row(index: int, record: Mapping[str, Any], track: TokenTrack | None) -> dict[str, Any]:
     """The compact list entry of one rollout (short keys: this is repeated thousands of times)."""
     turns = record.get("turns")
+    tools = tool_stats(record)
     return {
         "i": index,
         "id": str(record.get("id", index)),
@@ -138,8 +174,8 @@ def row(index: int, record: Mapping[str, Any], track: TokenTrack | None) -> dict
         "fam": _item_field(record, "family"),
         "dif": _item_field(record, "difficulty"),
         "turns": turns if isinstance(turns, int) else None,
-        "tc": len(tool_calls(record)),
-        "te": len(record.get("tool_errors") or []),
+        "tc": sum(calls for calls, _ in tools.values()),
+        "te": sum(f for _, f in tools.values()) if failures_recorded(record) else None,
         "ntok": len(track.ids) if track else None,
         "gen": track.trainable if track else None,
         "drift": drift_count(record),
@@ -174,8 +210,17 @@ def detail(
     record: Mapping[str, Any], track: TokenTrack | None, special_ids: frozenset[int]
 ) -> dict[str, Any]:
     """What one rollout's page shows: token ids, the mask as a ``0``/``1`` string, and the
-    logprobs of the trainable positions only (in order, rounded; ``None`` where missing)."""
+    logprobs of the trainable positions only (in order, rounded; ``None`` where missing); the
+    demonstration's message span (``demo``); each tool error with how its turn ended
+    (``turn_end``)."""
     out: dict[str, Any] = {k: record[k] for k in _DETAIL_FIELDS if record.get(k) is not None}
+    out["demo"] = list(demonstration_span(record))
+    if out.get("tool_errors"):
+        ends = turn_ends(record)
+        out["tool_errors"] = [
+            {**e, "turn_end": ends.get(e.get("turn"))} if isinstance(e, Mapping) else e
+            for e in out["tool_errors"]
+        ]
     if track is not None:
         out["tok"] = {
             "ids": track.ids,
@@ -190,6 +235,18 @@ def detail(
             "ends": end_positions(track, special_ids),
         }
     return out
+
+
+def turn_ends(record: Mapping[str, Any]) -> dict[object, str]:
+    """How each turn's generation ended (``stop``: the model sampled an end token;
+    ``length``: it hit the token budget), from the record's per-turn timings."""
+    timings = record.get("timings")
+    turns = timings.get("turns") if isinstance(timings, Mapping) else None
+    return {
+        t["turn"]: str(t["finish_reason"])
+        for t in turns or []
+        if isinstance(t, Mapping) and isinstance(t.get("turn"), int) and t.get("finish_reason")
+    }
 
 
 def end_positions(track: TokenTrack, special_ids: frozenset[int]) -> list[int]:

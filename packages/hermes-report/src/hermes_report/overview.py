@@ -10,12 +10,17 @@ from html import escape
 from typing import Any
 
 from hermes_report import charts
-from hermes_report.model import tool_calls
+from hermes_report.model import failures_recorded, tool_stats
 
 PASS_THRESHOLD = 1.0
 # tool-call errors the parser or the schema check raised (the model emitted a bad call);
 # the others are the tool failing at run time
 PARSE_ERROR_KINDS = frozenset({"invalid_arguments", "unknown_tool", "schema_violation"})
+DRIFT_MEANING = (
+    "Drift counts the tokens where re-rendering and re-tokenizing a rollout's final messages "
+    "gives other ids than the model sampled; the trainer gets the sampled ids, so drift is "
+    "no error in the training data but how far a pipeline that re-tokenizes would be off."
+)
 
 
 def _rate(passed: int, total: int) -> str:
@@ -37,6 +42,7 @@ class Overview:
         self.trainable: list[float] = []
         self.calls: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
+        self.failures_known = True
         self.error_kinds: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()
         self.drift_checked = 0
@@ -72,10 +78,12 @@ class Overview:
             self.tokens.append(row["ntok"])
             self.trainable.append(row["gen"])
         self.sources[row["src"] or "none (messages only)"] += 1
-        self.calls.update(tool_calls(record))
+        self.failures_known &= failures_recorded(record)
+        for tool, (calls, failures) in tool_stats(record).items():
+            self.calls[tool] += calls
+            self.failures[tool] += failures
         for error in record.get("tool_errors") or []:
             if isinstance(error, Mapping):
-                self.failures[str(error.get("tool") or "?")] += 1
                 self.error_kinds[str(error.get("kind"))] += 1
         self._add_drift(record.get("drift"))
 
@@ -105,6 +113,8 @@ class Overview:
             ("mean reward", "—" if mean is None else f"{mean:.3f}", "mean"),
             (f"pass rate (reward ≥ {PASS_THRESHOLD:g})", _rate(passed, len(self.rewards)), "pass"),
             ("generated (trainable) tokens", str(int(sum(self.trainable))), "trainable"),
+            ("tool calls by the model", str(sum(self.calls.values())), "tool_calls"),
+            ("failed tool calls", self._failed(sum(self.failures.values()), "{}"), "tool_failures"),
         ]
         body = "".join(
             f'<tr><th>{escape(k)}</th><td data-count="{escape(key)}">{escape(v)}</td></tr>'
@@ -112,18 +122,23 @@ class Overview:
         )
         return f'<table class="counts">{body}</table>'
 
+    def _failed(self, count: int, form: str = "{} failed") -> str:
+        """``count`` in ``form``, or that the records do not say which calls failed."""
+        return form.format(count) if self.failures_known else "failures not recorded"
+
     def _drift_table(self) -> str:
+        meaning = f'<p class="note" id="drift-meaning">{escape(DRIFT_MEANING)}</p>'
         if not self.drift_checked:
-            return '<p class="nodata">no drift check in these records</p>'
+            return f'<p class="nodata">no drift check in these records</p>{meaning}'
         rows = [
             ("rollouts checked", self.drift_checked),
             ("rollouts with drift", self.drift_rollouts),
-            ("mismatched positions", self.drift_mismatches),
+            ("drifted tokens", self.drift_mismatches),
             ("non-canonical tokens (not drift)", self.noncanonical),
             ("lossy tokens", self.lossy),
         ]
         body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
-        return f'<table class="counts" data-table="drift">{body}</table>'
+        return f'<table class="counts" data-table="drift">{body}</table>{meaning}'
 
     def html(self) -> str:
         """The overview section's inner HTML."""
@@ -136,7 +151,7 @@ class Overview:
 
         tools = sorted(set(self.calls) | set(self.failures))
         tool_items = [
-            (t, float(self.calls[t]), f"{self.calls[t]} calls, {self.failures[t]} failed")
+            (t, float(self.calls[t]), f"{self.calls[t]} calls, " + self._failed(self.failures[t]))
             for t in tools
         ]
         parse = Counter({k: v for k, v in self.error_kinds.items() if k in PARSE_ERROR_KINDS})
@@ -155,7 +170,7 @@ class Overview:
             charts.histogram("turns", "Turns per rollout", self.turns, integer=True),
             charts.histogram("tokens", "Tokens per rollout (whole sequence)", self.tokens),
             charts.histogram("trainable", "Trainable tokens per rollout", self.trainable),
-            charts.bars("tools", "Tool calls (and failures) per tool", tool_items),
+            charts.bars("tools", "Tool calls by the model (and failures) per tool", tool_items),
             charts.bars("errors", "Tool-call errors by kind", counted(self.error_kinds)),
             charts.bars("parse", "Parse errors by kind", counted(parse)),
             charts.bars("source", "Token source", counted(self.sources)),

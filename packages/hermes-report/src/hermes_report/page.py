@@ -47,8 +47,9 @@ _CONTROLS = """
 <div class="pager"><button id="prev">‹ prev</button> <span id="shown"></span>
 <button id="next">next ›</button></div>
 <table id="list"><thead><tr><th>id</th><th>outcome</th><th>reward</th><th>stop</th>
-<th>family</th><th>difficulty</th><th>turns</th><th>tool calls / errors</th>
-<th>trainable / tokens</th><th>drift</th></tr></thead><tbody id="list-body"></tbody></table>
+<th>family</th><th>difficulty</th><th>turns</th><th>model's tool calls / failed</th>
+<th>trainable / tokens</th><th>drifted tokens</th></tr></thead>
+<tbody id="list-body"></tbody></table>
 """
 
 

@@ -2,7 +2,8 @@
 
 Both are streamed line by line. An Atropos ``ScoredDataGroup`` line becomes one record per
 member: ``tokens``, ``masks`` (``-100`` -> 0, else 1), ``logprobs`` (``inference_logprobs``,
-``None`` where masked), ``reward`` (its score), ``messages`` when the group carries them.
+``None`` where masked), ``reward`` (its score), ``messages`` when the group carries them,
+``prefill_messages`` (its ``group_overrides``: how many messages are a demonstration).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def group_records(group: Mapping[str, Any], number: int) -> Iterator[dict[str, A
             "tokens": ids,
             "masks": mask,
             "token_source": source,
+            "prefill_messages": overrides.get("prefill_messages"),
         }
         if isinstance(logprobs, list):
             record["logprobs"] = [lp if m else None for lp, m in zip(logprobs, mask, strict=False)]

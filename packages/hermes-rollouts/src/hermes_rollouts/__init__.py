@@ -7,6 +7,7 @@ their options onto the spec and the session's results onto their output formats.
 
 from hermes_rollouts.boundary import root_error
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
+from hermes_rollouts.command_line import CommandParser, json_object_option
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
 from hermes_rollouts.env_check import check_environment
@@ -27,7 +28,13 @@ from hermes_rollouts.plugins import (
     resolve_environment,
 )
 from hermes_rollouts.preflight import PreflightError
-from hermes_rollouts.records import conversations, model_view, system_prompt, tool_stats
+from hermes_rollouts.records import (
+    conversations,
+    model_view,
+    prefill_messages,
+    system_prompt,
+    tool_stats,
+)
 from hermes_rollouts.session import (
     ModelOpener,
     RolloutSession,
@@ -64,6 +71,7 @@ __all__ = [
     "TOOLSET_NAMES",
     "AgentBudgets",
     "CheckResult",
+    "CommandParser",
     "Credentials",
     "DatasetEnvironment",
     "EnvironmentCheckReport",
@@ -94,10 +102,12 @@ __all__ = [
     "environment_names",
     "environments_text",
     "get_parser",
+    "json_object_option",
     "load_dataset",
     "model_view",
     "open_session",
     "parser_names",
+    "prefill_messages",
     "reference_slug",
     "resolve_environment",
     "rollout_id",

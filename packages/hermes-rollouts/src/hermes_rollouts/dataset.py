@@ -19,7 +19,16 @@ from typing import Any
 
 import attrs
 from hermes_envs import DatasetError
-from hermes_protocols import AgentResult, Item, JSONObject, Message, RewardContext, Score, Slot
+from hermes_protocols import (
+    AgentResult,
+    Item,
+    JSONObject,
+    Message,
+    RewardContext,
+    Score,
+    Slot,
+    json_error,
+)
 
 _OPTIONAL_STRINGS = ("image", "docker_image", "cwd", "system_prompt")
 
@@ -66,7 +75,7 @@ def load_dataset(path: str | Path, *, skip_bad_lines: bool) -> LoadedDataset:
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            bad.append(BadLine(lineno, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            bad.append(BadLine(lineno, f"not valid JSON ({json_error(exc)})"))
             continue
         problem = _check_line(value)
         if problem is not None:

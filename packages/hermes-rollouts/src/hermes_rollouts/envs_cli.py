@@ -7,12 +7,10 @@ failed, 2 when ENV or an option is wrong (one line).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 from hermes_protocols import ConfigError, HermesError
@@ -20,6 +18,7 @@ from hermes_sandbox.factory import BACKEND_KINDS, SandboxSpec
 
 from hermes_rollouts.boundary import root_error
 from hermes_rollouts.check_faults import FAULT
+from hermes_rollouts.command_line import CommandParser, json_object_option
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.env_check import check_environment
 from hermes_rollouts.plugins import environments_text
@@ -37,16 +36,6 @@ OPTION_NAMES = {
 }
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
 def _alias(text: str) -> tuple[str, str]:
     name, equals, image = text.partition("=")
     if not (name and equals and image):
@@ -57,7 +46,7 @@ def _alias(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hermes-envs", description=__doc__)
+    parser = CommandParser(prog="hermes-envs", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the shipped and installed environments")
     check = commands.add_parser(
@@ -69,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ENV",
         help="a shipped or installed name, package.module:NAME or path/to/file.py:NAME",
     )
-    check.add_argument("--env-options", type=_json_object, metavar="JSON", default=None)
+    check.add_argument("--env-options", type=json_object_option, metavar="JSON", default=None)
     check.add_argument("--sandbox", choices=BACKEND_KINDS, default="bwrap", help="(bwrap)")
     check.add_argument("--sandbox-image", metavar="IMAGE", help="docker/modal/nomad image")
     check.add_argument(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import anyio
 from hermes_loop import ModelHandle
-from hermes_protocols import HermesError, Message, SamplingParams, SlotPool
+from hermes_protocols import HermesError, ImageUnavailable, Message, SamplingParams, SlotPool
 
 from hermes_rollouts.option_names import OptionNames
 from hermes_rollouts.spec import RolloutSpec
@@ -27,9 +27,15 @@ def _one_line(exc: BaseException) -> str:
 
 
 def host_start_failed(exc: BaseException, spec: RolloutSpec, names: OptionNames) -> PreflightError:
-    """The error for a pool that could not start a host (at start-up or first acquire)."""
+    """The error for a pool that could not start a host (at start-up or first acquire); an
+    image the backend cannot have names the image option."""
+    fix = (
+        f"set {names('sandbox.image')} to an image this host has"
+        if isinstance(exc, ImageUnavailable)
+        else "fix it"
+    )
     return PreflightError(
-        f"the {spec.sandbox.kind} sandbox cannot start a host ({_one_line(exc)}); fix it or "
+        f"the {spec.sandbox.kind} sandbox cannot start a host ({_one_line(exc)}); {fix} or "
         f"choose another {names('sandbox.kind')}"
     )
 

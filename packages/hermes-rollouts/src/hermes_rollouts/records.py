@@ -66,6 +66,12 @@ def tool_stats(result: AgentResult | None) -> dict[str, dict[str, int]]:
     return stats
 
 
+def prefill_messages(rollout: ScoredRollout) -> int:
+    """How many demonstration messages precede the task in ``rollout``'s prompt."""
+    workspace = rollout.metadata.get("workspace") or {}
+    return int(workspace.get("prefill_messages", 0))
+
+
 def model_view(rollout: ScoredRollout) -> JSONObject:
     """The record fields above for ``rollout`` (``conversations`` is ``None`` with a
     ``conversations_error`` when a message cannot be written as ShareGPT)."""
@@ -73,13 +79,12 @@ def model_view(rollout: ScoredRollout) -> JSONObject:
     tools_json = list(metadata.get("tools") or [])
     schemas = tools_from_openai(tools_json)
     messages = rollout.result.messages if rollout.result is not None else ()
-    workspace = metadata.get("workspace") or {}
     view: JSONObject = {
         "tools": tools_json,
         "system_prompt": system_prompt(messages, schemas),
         "tool_stats": tool_stats(rollout.result),
         "toolsets_used": list(metadata.get("toolsets") or []),
-        "prefill_messages": int(workspace.get("prefill_messages", 0)),
+        "prefill_messages": prefill_messages(rollout),
     }
     try:
         view["conversations"] = conversations(messages, schemas)

@@ -231,12 +231,15 @@ class SandboxPool:
         )
         delay *= random.uniform(0.5, 1.0)  # jitter: pools failing together spread out
         self._next_start = time.monotonic() + delay
-        logger.warning(
+        # With no host running, the failure is the error of whoever waits for a slot; a
+        # warning would say it twice. With hosts running, the pool goes on degraded: say so.
+        logger.log(
+            logging.WARNING if self._hosts else logging.DEBUG,
             "pool %s: starting a host failed (%d in a row; next try in %.1fs): %s",
             self.config.name,
             self._start_failures,
             delay,
-            exc,
+            " ".join(str(exc).split()),
         )
 
     async def _retry_after_backoff(self) -> None:

@@ -6,6 +6,7 @@
   var ROWS = JSON.parse($("rows").textContent);
   var VOCAB = JSON.parse($("vocab").textContent);
   var PAGE = 100;
+  var TURN_ENDS = { stop: "the model sampled an end token", length: "generation hit the token budget (truncated)" };
   var view = ROWS;
   var page = 0;
 
@@ -72,7 +73,7 @@
       idCell.appendChild(link);
       tr.appendChild(idCell);
       [r.st + (r.why ? " (" + r.why + ")" : ""), fmt(r.r, 3), fmt(r.stop), fmt(r.fam), fmt(r.dif),
-       fmt(r.turns), r.tc + " / " + r.te,
+       fmt(r.turns), r.tc + " / " + fmt(r.te),
        r.ntok === null ? "—" : r.gen + " / " + r.ntok, fmt(r.drift)].forEach(function (t) {
         tr.appendChild(el("td", null, t));
       });
@@ -90,7 +91,7 @@
     [["outcome", row.st + (row.why ? " (" + row.why + ")" : "")], ["reward", fmt(row.r, 3)],
      ["stop reason", fmt(row.stop)], ["env", fmt(d.env)], ["item", fmt(item.id)],
      ["family / difficulty", fmt(row.fam) + " / " + fmt(row.dif)], ["model", fmt(d.model)],
-     ["turns", fmt(row.turns)], ["tool calls / errors", row.tc + " / " + row.te],
+     ["turns", fmt(row.turns)], ["tool calls by the model / failed", row.tc + " / " + fmt(row.te)],
      ["logprob mode", fmt(d.logprob_mode)]].forEach(function (kv) {
       var tr = el("tr");
       tr.appendChild(el("th", null, kv[0]));
@@ -163,16 +164,19 @@
     for (var k = 0; k < tok.mask.length; k++) {
       lps[k] = tok.mask.charCodeAt(k) === 49 ? tok.lp[trainable++] : null;
     }
+    var drifted = d.drift ? d.drift.mismatches + " drifted tokens" +
+      (tok.drift.length ? " (regions start at #" + tok.drift.join(", #") + ")" : "") : "no drift check";
     var summary = el("p", null, tok.ids.length + " tokens · " + trainable + " trainable (sampled, mask 1) · " +
-      (tok.ids.length - trainable) + " prompt/bridge · " + tok.drift.length + " drift positions" +
+      (tok.ids.length - trainable) + " prompt/bridge · " + drifted +
       (VOCAB === null ? " · no tokenizer: ids shown" : ""));
     summary.id = "tok-summary";
     summary.dataset.total = tok.ids.length;
     summary.dataset.trainable = trainable;
     box.appendChild(summary);
+    if (d.drift && $("drift-meaning")) box.appendChild(el("p", "note", $("drift-meaning").textContent));
     var legend = el("p", "legend");
     [["p", "prompt / bridge (mask 0)"], ["t", "trainable (mask 1)"], ["t low", "low logprob"],
-     ["t end", "end of a sampled turn / special"], ["t dr", "drift position"]].forEach(function (x) {
+     ["t end", "end of a sampled turn / special"], ["t dr", "start of a drift region"]].forEach(function (x) {
       legend.appendChild(el("span", "tk " + x[0], x[1]));
     });
     box.appendChild(legend);
@@ -203,7 +207,7 @@
       var p = +t.dataset.p, lp2 = lps[p], mk = tok.mask.charCodeAt(p) === 49;
       info.textContent = "#" + p + " id " + tok.ids[p] + " · " + (mk ? "trainable" : "prompt/bridge") +
         " · logprob " + (lp2 === null ? (mk ? "none (sampler gave none)" : "— (masked)") : lp2.toFixed(3) + " (p=" + Math.exp(lp2).toFixed(3) + ")") +
-        (ends[p] ? " · end token" : "") + (drift[p] ? " · drift" : "") + " · text " + JSON.stringify(VOCAB ? VOCAB[tok.ids[p]] : null);
+        (ends[p] ? " · end token" : "") + (drift[p] ? " · drift region starts" : "") + " · text " + JSON.stringify(VOCAB ? VOCAB[tok.ids[p]] : null);
     });
     box.appendChild(wrap);
     return box;
@@ -224,12 +228,27 @@
     if (d.metrics && Object.keys(d.metrics).length) page2.appendChild(block("metrics", pretty(d.metrics)));
     if (d.drift) page2.appendChild(block("drift check", pretty(d.drift)));
     page2.appendChild(toolList(d));
-    (d.tool_errors || []).forEach(function (e) { page2.appendChild(block("tool error: " + e.kind + " (" + e.tool + ", turn " + e.turn + ")", e.message + "\n" + e.arguments, "block bad")); });
+    (d.tool_errors || []).forEach(function (e) {
+      page2.appendChild(block("tool error: " + e.kind + " (" + e.tool + ", turn " + e.turn +
+        (e.turn_end ? ", " + (TURN_ENDS[e.turn_end] || "generation ended: " + e.turn_end) : "") + ")",
+        e.message + "\n" + e.arguments, "block bad"));
+    });
     page2.appendChild(tokenView(d));
     var msgs = el("section", "messages");
     msgs.appendChild(el("h3", null, "Messages"));
     if (d.system_prompt) msgs.appendChild(block("exact system prompt", d.system_prompt));
-    (d.messages || []).forEach(function (m) { if (m && typeof m === "object") msgs.appendChild(message(m)); });
+    var demo = d.demo || [0, 0];
+    if (demo[1] > demo[0]) msgs.appendChild(el("p", "note", "Messages " + (demo[0] + 1) + "–" + demo[1] +
+      " are a prefilled demonstration (--prefill-messages): shown to the model, not made by it; their tool calls are not counted."));
+    (d.messages || []).forEach(function (m, k) {
+      if (!m || typeof m !== "object") return;
+      var node = message(m);
+      if (k >= demo[0] && k < demo[1]) {
+        node.className += " demo";
+        node.firstChild.appendChild(el("i", null, " · demonstration"));
+      }
+      msgs.appendChild(node);
+    });
     page2.appendChild(msgs);
   }
   function route() {

@@ -4,13 +4,13 @@ It does no training; it is the smallest honest consumer of what ``serve`` sends 
 end-to-end tests and shown in docs/atropos.md)::
 
     python -m hermes_atropos_env.trainer --url http://127.0.0.1:8000 --batch-size 2 --batches 1
+
+The command is this package's ``__main__`` module, which nothing imports (so ``python -m``
+runs it without runpy's warning about a module imported before it is run).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,36 +126,3 @@ async def run_trainer(
             client, batch_size=batch_size, max_token_len=max_token_len, num_steps=batches
         )
         return [await pull_batch(client, timeout=timeout) for _ in range(batches)]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hermes_atropos_env.trainer", description=__doc__)
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--batch-size", type=int, default=2)
-    parser.add_argument("--max-token-len", type=int, default=2048)
-    parser.add_argument("--batches", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=600.0)
-    parser.add_argument("--out", help="write the batches as JSON to this file")
-    args = parser.parse_args(argv)
-    batches = anyio.run(
-        lambda: run_trainer(
-            args.url,
-            batch_size=args.batch_size,
-            max_token_len=args.max_token_len,
-            batches=args.batches,
-            timeout=args.timeout,
-        )
-    )
-    status = 0
-    for index, batch in enumerate(batches):
-        problems = batch_problems(batch)
-        print(json.dumps({"batch": index, **summarize(batch), "problems": problems}))
-        status = status or int(bool(problems))
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            json.dump(batches, handle)
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,29 @@
+"""What the command lines share: an argparse parser whose errors are one line, and the
+JSON-object option type."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, NoReturn
+
+from hermes_protocols import json_error
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose error is one line naming the option and what is wrong
+    (``error: argument --x: ...; see --help``), not the usage block followed by it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message}; see --help\n")
+
+
+def json_object_option(text: str) -> dict[str, Any]:
+    """An option's JSON object value (``type=`` of ``add_argument``)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {json_error(exc)}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
