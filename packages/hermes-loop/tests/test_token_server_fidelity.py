@@ -15,6 +15,7 @@ from hermes_loop.llama_server_backend import (
     LlamaServerBackend,
     align_entries,
     parse_completion_response,
+    utf8_complete,
 )
 from hermes_loop.sglang_backend import SGLangBackend
 from hermes_loop.vllm_backend import VLLMBackend
@@ -77,6 +78,58 @@ def test_a_repeated_id_is_never_given_another_positions_entry() -> None:
     assert align_entries([0xE2, 0x80, 0x80], [0x80]) == [None, None, None]
     # C2 80 then E2 80 80: which 0x80 each entry belongs to is ambiguous, so none is placed
     assert align_entries([0xC2, 0x80, 0xE2, 0x80, 0x80], [0x80, 0x80]) == [None] * 5
+
+
+def _byte_ids(pieces: list[bytes]) -> list[int]:
+    return [piece[0] for piece in pieces]  # one-byte pieces: the id is the byte
+
+
+def test_the_servers_utf8_rule_places_a_repeated_byte_tokens_entry() -> None:
+    # issue 31: E2 80 80: only the second 0x80 completes the character, so it has the entry
+    pieces = [b"\xe2", b"\x80", b"\x80"]
+    assert utf8_complete(pieces) == [False, False, True]
+    assert align_entries(_byte_ids(pieces), [0x80], utf8_complete(pieces)) == [None, None, 0]
+    pieces = [b"\xc2", b"\x80", b"\xe2", b"\x80", b"\x80"]
+    placed = align_entries(_byte_ids(pieces), [0x80, 0x80], utf8_complete(pieces))
+    assert placed == [None, 0, None, None, 1]
+
+
+def test_parsing_with_token_bytes_recovers_the_logprob_of_a_repeated_byte_token() -> None:
+    body = llama_body([0xC2, 0x80, 0xE2, 0x80, 0x80], [(0x80, -0.5), (0x80, -0.25)], prob=False)
+    unknown = parse_completion_response(body)
+    assert unknown.missing_logprobs == (0, 1, 2, 3, 4)
+    generation = parse_completion_response(body, token_bytes=lambda token: bytes([token]))
+    assert generation.missing_logprobs == (0, 2, 3)
+    assert (generation.logprobs[1], generation.logprobs[4]) == (-0.5, -0.25)
+
+
+def test_a_stop_the_bytes_do_not_model_falls_back_to_the_sure_placements() -> None:
+    # the entries do not fit the rule (here: an entry at an incomplete position), so the
+    # placement is the id-only one: nothing is placed on a guess
+    body = llama_body([0xE2, 0x80, 0x80], [(0xE2, -1.0), (0x80, -0.5)], prob=False)
+    generation = parse_completion_response(body, token_bytes=lambda token: bytes([token]))
+    assert generation.missing_logprobs == (1, 2)
+
+
+@given(st.text(min_size=1, max_size=12), st.data())
+def test_with_bytes_every_entry_the_server_sends_is_placed(text: str, data: st.DataObject) -> None:
+    raw = text.encode("utf-8")
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(raw) - 1))) if len(raw) > 1 else set())
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    ids = {piece: index for index, piece in enumerate(dict.fromkeys(pieces))}
+    tokens = [ids[piece] for piece in pieces]
+    complete = utf8_complete(pieces)
+    sent = [p for p in range(len(pieces)) if complete[p]]  # where llama-server adds an entry
+    placed = align_entries(tokens, [tokens[p] for p in sent], complete)
+    assert [p for p, index in enumerate(placed) if index is not None] == sent
+    assert complete[-1]  # valid UTF-8 ends complete
+
+
+def test_hf_token_bytes_spell_the_text(hf_tokenizer: Any) -> None:
+    text = "Ѷ€ hi 耀 ok"
+    ids = hf_tokenizer.encode(text)
+    assert b"".join(hf_tokenizer.token_bytes(token) for token in ids) == text.encode("utf-8")
+    assert hf_tokenizer.token_bytes(hf_tokenizer.eos_token_id) == b""  # special: no text
 
 
 @given(

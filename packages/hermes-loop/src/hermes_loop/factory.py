@@ -198,7 +198,7 @@ async def open_model(
         else:
             assert tokenizer is not None  # check_spec
             assert template is not None
-            backend = _token_backend(spec, url)
+            backend = _token_backend(spec, url, tokenizer)
             stack.push_async_callback(backend.aclose)
             server_ids: frozenset[int] = frozenset()
             if isinstance(backend, LlamaServerBackend) and spec.end_token_ids is None:
@@ -214,7 +214,9 @@ async def open_model(
         yield ModelHandle(model, spec.model or f"{spec.server_type}:{url}", tokenizer, template)
 
 
-def _token_backend(spec: ModelSpec, url: str) -> SGLangBackend | VLLMBackend | LlamaServerBackend:
+def _token_backend(
+    spec: ModelSpec, url: str, tokenizer: HFTokenizer
+) -> SGLangBackend | VLLMBackend | LlamaServerBackend:
     timeout, api_key = spec.timeout_s, spec.api_key or None
     if spec.server_type == "sglang":
         return SGLangBackend(
@@ -234,7 +236,13 @@ def _token_backend(spec: ModelSpec, url: str) -> SGLangBackend | VLLMBackend | L
             api_key=api_key,
             timeout_s=timeout,
         )
-    return LlamaServerBackend(url, extra_body=spec.extra_body, api_key=api_key, timeout_s=timeout)
+    return LlamaServerBackend(
+        url,
+        extra_body=spec.extra_body,
+        token_bytes=tokenizer.token_bytes,
+        api_key=api_key,
+        timeout_s=timeout,
+    )
 
 
 @asynccontextmanager
