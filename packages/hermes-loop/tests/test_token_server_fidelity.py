@@ -21,11 +21,14 @@ from hermes_loop.sglang_backend import SGLangBackend
 from hermes_loop.vllm_backend import VLLMBackend
 from hermes_protocols import (
     BackendError,
+    ChatChoice,
+    ChatResult,
     Generation,
     Message,
     SamplingParams,
     StopReason,
     ToolCall,
+    Usage,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -291,3 +294,35 @@ async def test_phase1_parses_content_when_asked(kit: Any, parser: Any) -> None:
     assert executor.calls == [("echo", {"text": "hi"})]
     assert result.messages[1].tool_calls[0].name == "echo"
     assert result.stop_reason is StopReason.FINAL_ANSWER
+
+
+class CountingChat:
+    """A chat server that counts ``per_tool`` prompt tokens for each tool it renders."""
+
+    def __init__(self, per_tool: int, *, usage: bool = True) -> None:
+        self.per_tool = per_tool
+        self.usage = usage
+        self.offered: list[int] = []
+
+    async def chat(
+        self, messages: Any, *, tools: Any, sampling: Any, n: int = 1, extra_body: Any = None
+    ) -> ChatResult:
+        self.offered.append(len(tools))
+        prompt = 20 + self.per_tool * len(tools) if self.usage else 0
+        return ChatResult([ChatChoice(Message.assistant("OK"), "stop")], Usage(prompt, 1))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("per_tool", "usage", "found"), [(0, True, False), (40, True, True), (0, False, None)]
+)
+async def test_phase1_warns_once_when_the_server_drops_tools_from_the_prompt(
+    kit: Any, caplog: pytest.LogCaptureFixture, per_tool: int, usage: bool, found: bool | None
+) -> None:
+    backend = CountingChat(per_tool, usage=usage)
+    with caplog.at_level(logging.WARNING, logger="hermes_loop.ignored_tools"):
+        assert await ChatModel(backend).check_tools([kit.ECHO]) is found
+    assert backend.offered == [1, 0]  # one request with the tools, one without
+    warnings = [r.getMessage() for r in caplog.records if "drops `tools`" in r.getMessage()]
+    assert len(warnings) == (1 if found is False else 0)
+    assert all("--jinja" in w and "\n" not in w for w in warnings)

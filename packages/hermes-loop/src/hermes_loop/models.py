@@ -28,7 +28,7 @@ from hermes_protocols import (
 )
 from hermes_protocols.convert import tools_to_openai
 
-from hermes_loop.ignored_tools import IgnoredToolsCheck
+from hermes_loop.ignored_tools import IgnoredToolsCheck, check_tools_reach_prompt
 from hermes_loop.ledger import TemplateBridge, TokenLedger
 from hermes_loop.offload import run_sized
 from hermes_loop.parsed_turns import turn_message
@@ -137,6 +137,11 @@ class ChatModel:
     def ignored_tools(self) -> IgnoredToolsCheck | None:
         """The run's check for a server that ignores ``tools`` (``None`` without a parser)."""
         return self._check
+
+    async def check_tools(self, tools: Sequence[ToolSchema]) -> bool | None:
+        """Whether the server renders ``tools`` into the prompt; warns once when it does not
+        (:func:`hermes_loop.ignored_tools.check_tools_reach_prompt`)."""
+        return await check_tools_reach_prompt(self.backend, tools, extra_body=self.extra_body)
 
     def open(
         self, messages: list[Message], tools: Sequence[ToolSchema], sampling: SamplingParams
