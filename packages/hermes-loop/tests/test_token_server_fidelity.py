@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hermes_loop import AgentLoop, ChatModel, LoopLimits, ModelSpec, TokenModel, open_model
 from hermes_loop.end_ids import directory_end_ids, resolve_end_ids
+from hermes_loop.engine import EXACT_LLAMA_SERVER_FLAGS, embedded_engine
 from hermes_loop.llama_server_backend import (
     LlamaServerBackend,
     align_entries,
@@ -223,6 +224,10 @@ async def test_factory_reads_llama_server_end_ids(
             assert isinstance(model, TokenModel)
             assert model.end_token_ids is not None
             assert {0, 4} <= model.end_token_ids
+            # issue 31: records say what reproduces a llama-server's logprobs
+            assert model.engine is not None
+            assert model.engine["name"] == "llama-server"
+            assert " ".join(EXACT_LLAMA_SERVER_FLAGS) in str(model.engine["reproduced_by"])
     (request,) = server.requests
     assert request["ignore_eos"] is True
 
@@ -241,6 +246,7 @@ async def test_an_end_id_other_than_eos_never_reaches_the_content(
         hf_tokenizer.chat_template,
         parser,
         end_token_ids={hf_tokenizer.eos_token_id, other_end},
+        engine=embedded_engine(16),
     )
     result = await AgentLoop(model).run(
         [Message.user("hi")], tools=[], executor=kit.RecordingExecutor()
@@ -248,6 +254,10 @@ async def test_an_end_id_other_than_eos_never_reaches_the_content(
     assert result.messages[-1].content == "done"
     assert result.metadata["sampling"]["logprob_mode"] == "raw"
     assert result.metadata["sampling"]["logprob_mode_requested"] == "sampled"
+    engine = result.metadata["sampling"]["engine"]  # issue 31: every record names its numerics
+    assert engine["kv_cache_type"] == "q8_0"
+    assert engine["n_ubatch"] == 16
+    assert "-ub 16 -fa on -ctk q8_0 -ctv q8_0" in engine["reproduced_by"]
 
 
 def _markup_reply(kit: Any) -> Message:

@@ -36,6 +36,7 @@ from hermes_protocols import (
 from hermes_protocols import Tokenizer as TokenizerProtocol
 
 from hermes_loop.end_ids import resolve_end_ids
+from hermes_loop.engine import server_engine
 from hermes_loop.hf_tokenizer import HFTokenizer
 from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.models import ChatModel, TokenModel
@@ -210,7 +211,14 @@ async def open_model(
                 server=server_ids,
                 directory=spec.tokenizer,
             )
-            model = TokenModel(backend, tokenizer, template, parser, end_token_ids=end_ids)
+            model = TokenModel(
+                backend,
+                tokenizer,
+                template,
+                parser,
+                end_token_ids=end_ids,
+                engine=server_engine(spec.server_type),
+            )
         yield ModelHandle(model, spec.model or f"{spec.server_type}:{url}", tokenizer, template)
 
 

@@ -240,6 +240,8 @@ class TokenModel:
     backend stops on (``EmbeddedModel.end_token_ids`` for the embedded model; the model's
     ``generation_config.json`` ``eos_token_id`` list for servers).
     ``check_drift`` re-renders the final conversation once per rollout to report drift.
+    ``engine`` says which engine computes the logprobs and what reproduces them
+    (:mod:`hermes_loop.engine`); every rollout's ``sampling`` record carries it.
     """
 
     backend: TokenBackend
@@ -250,6 +252,7 @@ class TokenModel:
     end_token_ids: frozenset[int] | None = attrs.field(
         default=None, converter=_id_set, kw_only=True
     )
+    engine: JSONObject | None = attrs.field(default=None, kw_only=True)
     _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
     _bridges: dict[tuple[ToolSchema, ...], TemplateBridge] = attrs.field(factory=dict, init=False)
 
