@@ -4,8 +4,8 @@ The prompts are the apps' own: a system prompt, the shipped terminal demonstrati
 rendered with every built-in tool's schema (about 1,560 SmolLM2 tokens). Checked: a
 teacher-forced recompute on a server started with the documented flags gives each generated
 token's logprob, also for generations that queued concurrently; the embedded sampler's raw
-logprobs are reproduced by such a server; repeated byte tokens keep their logprobs; a chat
-server that drops ``tools`` is noticed.
+logprobs are reproduced by such a server to 1e-3 nats; repeated byte tokens keep their
+logprobs; a chat server that drops ``tools`` is noticed.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ async def complete(client: httpx.AsyncClient, ids: list[int], n: int) -> Any:
     return response.json()
 
 
+@pytest.mark.timeout(1800)  # 8 prefills of 1,560 tokens: ~1 min idle, 14 min on 2 busy cores
 async def test_recompute_at_agent_prompt_length_equals_the_generation(
     exact_llama_server: Any, record_property: Any
 ) -> None:
@@ -76,7 +77,7 @@ async def test_recompute_at_agent_prompt_length_equals_the_generation(
     prompts = [agent_prompt(exact_llama_server, task) for task in TASKS]
     assert min(len(ids) for ids in prompts) > 1000
     results: list[Any] = [None] * len(prompts)
-    async with httpx.AsyncClient(base_url=exact_llama_server.url, timeout=600) as client:
+    async with httpx.AsyncClient(base_url=exact_llama_server.url, timeout=1800) as client:
 
         async def run(index: int) -> None:
             results[index] = await complete(client, prompts[index], POSITIONS)
@@ -97,11 +98,14 @@ async def test_recompute_at_agent_prompt_length_equals_the_generation(
     assert max(differences) <= 1e-6, differences
 
 
+@pytest.mark.timeout(1800)
 async def test_the_embedded_samplers_logprobs_are_reproduced_by_the_documented_flags(
     exact_llama_server: Any, record_property: Any
 ) -> None:
-    """A record's ``sampling.engine.reproduced_by``: the embedded model's raw logprobs equal a
-    recompute on llama-server with :data:`EXACT_LLAMA_SERVER_FLAGS` at an agent prompt."""
+    """A record's ``sampling.engine.reproduced_by``: a recompute on llama-server with
+    :data:`EXACT_LLAMA_SERVER_FLAGS` gives the embedded model's raw logprobs at an agent prompt
+    to 1e-3 nats (measured: at most 1.5e-4 over 12 positions, not bitwise: the two builds'
+    arithmetic differs from the first position on; llama.cpp's defaults: up to 0.057 here)."""
     from hermes_loop.embedded import EmbeddedModel
 
     ids = agent_prompt(exact_llama_server, TASKS[0])
@@ -112,7 +116,7 @@ async def test_the_embedded_samplers_logprobs_are_reproduced_by_the_documented_f
     assert engine is not None
     assert " ".join(EXACT_LLAMA_SERVER_FLAGS) in str(engine["reproduced_by"])
     generated = list(generation.ids)
-    async with httpx.AsyncClient(base_url=exact_llama_server.url, timeout=600) as client:
+    async with httpx.AsyncClient(base_url=exact_llama_server.url, timeout=1800) as client:
         differences = []
         for position, token in enumerate(generated):
             (entry,) = (await complete(client, ids + generated[:position], 1))[
@@ -121,7 +125,7 @@ async def test_the_embedded_samplers_logprobs_are_reproduced_by_the_documented_f
             assert entry["id"] == token
             differences.append(abs(entry["logprob"] - generation.logprobs[position]))
     record_property("embedded_abs_differences", differences)
-    assert max(differences) <= 1e-5, differences
+    assert max(differences) <= 1e-3, differences
 
 
 async def test_repeated_byte_tokens_keep_their_logprobs(llama_server: Any) -> None:

@@ -3,9 +3,10 @@
 A teacher-forced recompute gives the recorded logprob only on an engine whose arithmetic
 matches the sampler's (see docs/loop.md, "Batch invariance"). Every record says which engine
 sampled it and what reproduces it: the embedded model's own settings (a ``q8_0`` K/V cache,
-flash attention, 32-token micro-batches, one KV stream per sequence), which llama-server
-matches with :data:`EXACT_LLAMA_SERVER_FLAGS`; for a server, the flags or mode it must run
-with, since no server reports them.
+flash attention, 32-token micro-batches, one KV stream per sequence), which
+llama-server approaches with :data:`EXACT_LLAMA_SERVER_FLAGS` (to about 1e-4 nats; its
+defaults differ by up to ~1 nat); for a server, the flags or mode it must run with, since no
+server reports them.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ def llama_server_flags(n_ubatch: int = 32) -> tuple[str, ...]:
     return ("-np", "1", "-ub", str(n_ubatch), "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0")
 
 
-#: llama-server flags whose teacher-forced recompute equals the embedded sampler's and its own
-#: generations at agent prompt lengths (measured with 1,500+ token prompts; docs/loop.md)
+#: llama-server flags whose teacher-forced recompute equals its own generations and comes
+#: within about 1e-4 nats of the embedded sampler's, at agent prompt lengths (1,558-token
+#: prompts; docs/loop.md)
 EXACT_LLAMA_SERVER_FLAGS = llama_server_flags()
 
 _SERVERS = {
@@ -42,8 +44,8 @@ def embedded_engine(n_ubatch: int) -> JSONObject:
         "flash_attention": True,
         "n_ubatch": n_ubatch,
         "kv_unified": False,
-        "reproduced_by": "the embedded model (EmbeddedTokenBackend.score) or llama-server "
-        + " ".join(llama_server_flags(n_ubatch)),
+        "reproduced_by": "the embedded model itself (EmbeddedTokenBackend.score), or "
+        "llama-server " + " ".join(llama_server_flags(n_ubatch)) + " (to about 1e-4 nats)",
     }
 
 

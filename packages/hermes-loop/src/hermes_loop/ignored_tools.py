@@ -99,7 +99,7 @@ async def check_tools_reach_prompt(
     if counted != bare.usage.prompt_tokens or offered.choices[0].message.tool_calls:
         return True
     _log.warning(
-        "the chat server drops `tools`: a request with %d tool schemas counts the same %d prompt "
+        "the chat server drops `tools`: a request offering %d tools counts the same %d prompt "
         "tokens as one without, so the model never sees them; serve a chat template that "
         "renders tools (llama-server: --jinja, with --chat-template-file if the model's own "
         "template has no tools)",
