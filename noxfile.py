@@ -77,6 +77,7 @@ def llama_server(session: nox.Session) -> None:
         "pytest",
         "--hypothesis-profile=ci",
         "tests/test_llama_server_tokens.py",
+        "tests/test_llama_server_fidelity.py",
         "tests/test_llama_server_batch.py",
         *session.posargs,
     )

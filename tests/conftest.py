@@ -17,11 +17,13 @@ from pathlib import Path
 import attrs
 import httpx
 import pytest
+from hermes_loop.engine import EXACT_LLAMA_SERVER_FLAGS
 
 #: the flags of the issue's measurements: Jinja templates, four parallel slots
 DEFAULT_FLAGS = ("--jinja", "-np", "4", "-c", "8192")
-#: one slot, 32-token micro-batches, flash attention: bitwise-reproducible recompute
-EXACT_FLAGS = ("--jinja", "-np", "1", "-ub", "32", "-fa", "on", "-c", "4096")
+#: one slot, 32-token micro-batches, flash attention and the embedded sampler's q8_0 K/V cache:
+#: a recompute reproduces the generation (and the embedded sampler) at agent prompt lengths
+EXACT_FLAGS = ("--jinja", *EXACT_LLAMA_SERVER_FLAGS, "-c", "4096")
 START_TIMEOUT_S = 120.0
 
 

@@ -117,8 +117,13 @@ async def test_phase1_process_marks_retokenized_groups(tmp_path: Path) -> None:
         assert len(tool_results) == 1
         assert "hi-from-bwrap" in tool_results[0]
         assert messages[-1]["content"] == "Listed the files."
-    preflight, *bodies = [json.loads(line) for line in requests.read_text().splitlines()]
-    assert preflight["max_tokens"] == 1  # the start-up check: the model answers before rollouts
+    preflight, offered, bare, *bodies = [
+        json.loads(line) for line in requests.read_text().splitlines()
+    ]
+    # the start-up checks: the model answers before rollouts, and the tools reach the prompt
+    assert preflight["max_tokens"] == offered["max_tokens"] == bare["max_tokens"] == 1
+    assert [t["function"]["name"] for t in offered["tools"]] == ["terminal"]
+    assert not bare.get("tools")
     assert len(bodies) == 4
     assert all(b["provider"] == {"order": ["local"]} for b in bodies)
     assert all([t["function"]["name"] for t in b["tools"]] == ["terminal"] for b in bodies)

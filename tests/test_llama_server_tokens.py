@@ -13,7 +13,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 from hermes_loop import AgentLoop, HFTokenizer, LoopLimits, ModelSpec, TokenModel, open_model
@@ -204,46 +203,3 @@ async def test_a_forced_stop_on_each_end_id_is_stripped(llama_server: Any, end_i
     assert not result.messages[-1].content  # never '<|endoftext|>' as content
     assert result.drift is not None
     assert result.drift.mismatches == 0
-
-
-async def test_recompute_is_bitwise_equal_with_the_documented_flags(
-    exact_llama_server: Any,
-) -> None:
-    """docs/loop.md: with ``-np 1 -ub 32 -fa on`` a teacher-forced recompute of each position
-    (the prefix prefilled from scratch) gives the recorded logprob bit for bit, also for
-    generations that ran concurrently."""
-    texts = ["Name three colours.", "What is the capital of France?"]
-    prompts = [prompt_ids(exact_llama_server, text) for text in texts]
-
-    async def complete(client: httpx.AsyncClient, ids: list[int], n: int) -> Any:
-        body = {
-            "prompt": ids,
-            "n_predict": n,
-            "temperature": 0.0,
-            "n_probs": 1,
-            "return_tokens": True,
-            "cache_prompt": False,
-        }
-        response = await client.post("/completion", json=body)
-        response.raise_for_status()
-        return response.json()
-
-    compared = 0
-    async with httpx.AsyncClient(base_url=exact_llama_server.url, timeout=120) as client:
-        results: list[Any] = [None] * len(prompts)
-
-        async def run(index: int) -> None:
-            results[index] = await complete(client, prompts[index], 8)
-
-        async with anyio.create_task_group() as group:
-            for index in range(len(prompts)):
-                group.start_soon(run, index)
-        for ids, result in zip(prompts, results, strict=True):
-            tokens = result["tokens"]
-            for position, entry in enumerate(result["completion_probabilities"]):
-                again = await complete(client, ids + tokens[:position], 1)
-                (recomputed,) = again["completion_probabilities"]
-                assert recomputed["id"] == entry["id"] == tokens[position]
-                assert recomputed["logprob"] == entry["logprob"]  # bitwise, not approximately
-                compared += 1
-    assert compared >= 8

@@ -115,7 +115,7 @@ class ScriptedSource:
     def __init__(
         self,
         produce: Callable[[Item, int], Sequence[ScoredRollout]],
-        retokenize: Callable[[Sequence[Message]], TokenTrace] | None = None,
+        retokenize: Callable[[AgentResult], TokenTrace] | None = None,
     ) -> None:
         self._produce = produce
         self._retokenize = retokenize
@@ -138,9 +138,9 @@ class ScriptedSource:
         self.groups_run.append((item.id, group_size))
         return self._produce(item, group_size)
 
-    def retokenize(self, messages: Sequence[Message]) -> TokenTrace:
+    def retokenize(self, result: AgentResult) -> TokenTrace:
         assert self._retokenize is not None
-        return self._retokenize(messages)
+        return self._retokenize(result)
 
     def factory(self, *_: Any) -> Any:
         @asynccontextmanager

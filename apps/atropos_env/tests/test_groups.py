@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import hypothesis.strategies as st
 import pytest
 from hermes_atropos_env import Exclusion, GroupPolicy, build_group, truncate_trace
@@ -120,8 +121,8 @@ def test_phase2_refuses_missing_or_retokenized_traces(make_rollout) -> None:
 def test_phase1_group_is_marked_retokenized_without_logprobs(make_rollout) -> None:
     seen = []
 
-    def retokenize(messages):
-        seen.append(len(messages))
+    def retokenize(result):
+        seen.append(len(result.messages))
         return TokenTrace(ids=[5, 6, 7], mask=[0, 1, 1], logprobs=[0.0] * 3, source="retokenized")
 
     # chat-mode results carry no sampler-exact trace; the one the loop left is not trusted
@@ -135,6 +136,22 @@ def test_phase1_group_is_marked_retokenized_without_logprobs(make_rollout) -> No
     assert outcome.group["tokens"] == [[5, 6, 7], [5, 6, 7]]
     assert outcome.group["masks"] == [[MASKED, 6, 7], [MASKED, 6, 7]]
     assert seen == [5, 5]
+    assert outcome.group["group_overrides"]["logprob_modes"] == []  # no logprobs, no mode
+
+
+def test_a_groups_sampling_describes_every_member(make_rollout) -> None:
+    rollouts = []
+    for seed, missing in ((11, []), (12, [3])):
+        rollout = make_rollout()
+        sampling = {"temperature": 0.6, "seed": seed, "missing_logprobs": missing}
+        result = attrs.evolve(rollout.result, metadata={"sampling": sampling})
+        rollouts.append(attrs.evolve(rollout, result=result))
+    outcome = build_group(rollouts, GroupPolicy(group_size=2, max_token_length=100))
+    assert outcome.group is not None
+    params = outcome.group["generation_params"]
+    assert params["sampling"] == {"temperature": 0.6}  # what both members share
+    assert [m["seed"] for m in params["sampling_by_member"]] == [11, 12]
+    assert [m["missing_logprobs"] for m in params["sampling_by_member"]] == [[], [3]]
 
 
 def test_messages_carry_tool_calls_and_reasoning(make_rollout) -> None:

@@ -11,20 +11,25 @@ from typing import Any
 import pytest
 from hermes_loop import AgentLoop, ChatModel, LoopLimits, ModelSpec, TokenModel, open_model
 from hermes_loop.end_ids import directory_end_ids, resolve_end_ids
+from hermes_loop.engine import EXACT_LLAMA_SERVER_FLAGS, embedded_engine
 from hermes_loop.llama_server_backend import (
     LlamaServerBackend,
     align_entries,
     parse_completion_response,
+    utf8_complete,
 )
 from hermes_loop.sglang_backend import SGLangBackend
 from hermes_loop.vllm_backend import VLLMBackend
 from hermes_protocols import (
     BackendError,
+    ChatChoice,
+    ChatResult,
     Generation,
     Message,
     SamplingParams,
     StopReason,
     ToolCall,
+    Usage,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,6 +82,58 @@ def test_a_repeated_id_is_never_given_another_positions_entry() -> None:
     assert align_entries([0xE2, 0x80, 0x80], [0x80]) == [None, None, None]
     # C2 80 then E2 80 80: which 0x80 each entry belongs to is ambiguous, so none is placed
     assert align_entries([0xC2, 0x80, 0xE2, 0x80, 0x80], [0x80, 0x80]) == [None] * 5
+
+
+def _byte_ids(pieces: list[bytes]) -> list[int]:
+    return [piece[0] for piece in pieces]  # one-byte pieces: the id is the byte
+
+
+def test_the_servers_utf8_rule_places_a_repeated_byte_tokens_entry() -> None:
+    # issue 31: E2 80 80: only the second 0x80 completes the character, so it has the entry
+    pieces = [b"\xe2", b"\x80", b"\x80"]
+    assert utf8_complete(pieces) == [False, False, True]
+    assert align_entries(_byte_ids(pieces), [0x80], utf8_complete(pieces)) == [None, None, 0]
+    pieces = [b"\xc2", b"\x80", b"\xe2", b"\x80", b"\x80"]
+    placed = align_entries(_byte_ids(pieces), [0x80, 0x80], utf8_complete(pieces))
+    assert placed == [None, 0, None, None, 1]
+
+
+def test_parsing_with_token_bytes_recovers_the_logprob_of_a_repeated_byte_token() -> None:
+    body = llama_body([0xC2, 0x80, 0xE2, 0x80, 0x80], [(0x80, -0.5), (0x80, -0.25)], prob=False)
+    unknown = parse_completion_response(body)
+    assert unknown.missing_logprobs == (0, 1, 2, 3, 4)
+    generation = parse_completion_response(body, token_bytes=lambda token: bytes([token]))
+    assert generation.missing_logprobs == (0, 2, 3)
+    assert (generation.logprobs[1], generation.logprobs[4]) == (-0.5, -0.25)
+
+
+def test_a_stop_the_bytes_do_not_model_falls_back_to_the_sure_placements() -> None:
+    # the entries do not fit the rule (here: an entry at an incomplete position), so the
+    # placement is the id-only one: nothing is placed on a guess
+    body = llama_body([0xE2, 0x80, 0x80], [(0xE2, -1.0), (0x80, -0.5)], prob=False)
+    generation = parse_completion_response(body, token_bytes=lambda token: bytes([token]))
+    assert generation.missing_logprobs == (1, 2)
+
+
+@given(st.text(min_size=1, max_size=12), st.data())
+def test_with_bytes_every_entry_the_server_sends_is_placed(text: str, data: st.DataObject) -> None:
+    raw = text.encode("utf-8")
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(raw) - 1))) if len(raw) > 1 else set())
+    pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    ids = {piece: index for index, piece in enumerate(dict.fromkeys(pieces))}
+    tokens = [ids[piece] for piece in pieces]
+    complete = utf8_complete(pieces)
+    sent = [p for p in range(len(pieces)) if complete[p]]  # where llama-server adds an entry
+    placed = align_entries(tokens, [tokens[p] for p in sent], complete)
+    assert [p for p, index in enumerate(placed) if index is not None] == sent
+    assert complete[-1]  # valid UTF-8 ends complete
+
+
+def test_hf_token_bytes_spell_the_text(hf_tokenizer: Any) -> None:
+    text = "Ѷ€ hi 耀 ok"
+    ids = hf_tokenizer.encode(text)
+    assert b"".join(hf_tokenizer.token_bytes(token) for token in ids) == text.encode("utf-8")
+    assert hf_tokenizer.token_bytes(hf_tokenizer.eos_token_id) == b""  # special: no text
 
 
 @given(
@@ -167,6 +224,10 @@ async def test_factory_reads_llama_server_end_ids(
             assert isinstance(model, TokenModel)
             assert model.end_token_ids is not None
             assert {0, 4} <= model.end_token_ids
+            # issue 31: records say what reproduces a llama-server's logprobs
+            assert model.engine is not None
+            assert model.engine["name"] == "llama-server"
+            assert " ".join(EXACT_LLAMA_SERVER_FLAGS) in str(model.engine["reproduced_by"])
     (request,) = server.requests
     assert request["ignore_eos"] is True
 
@@ -185,6 +246,7 @@ async def test_an_end_id_other_than_eos_never_reaches_the_content(
         hf_tokenizer.chat_template,
         parser,
         end_token_ids={hf_tokenizer.eos_token_id, other_end},
+        engine=embedded_engine(16),
     )
     result = await AgentLoop(model).run(
         [Message.user("hi")], tools=[], executor=kit.RecordingExecutor()
@@ -192,6 +254,10 @@ async def test_an_end_id_other_than_eos_never_reaches_the_content(
     assert result.messages[-1].content == "done"
     assert result.metadata["sampling"]["logprob_mode"] == "raw"
     assert result.metadata["sampling"]["logprob_mode_requested"] == "sampled"
+    engine = result.metadata["sampling"]["engine"]  # issue 31: every record names its numerics
+    assert engine["kv_cache_type"] == "q8_0"
+    assert engine["n_ubatch"] == 16
+    assert "-ub 16 -fa on -ctk q8_0 -ctv q8_0" in engine["reproduced_by"]
 
 
 def _markup_reply(kit: Any) -> Message:
@@ -238,3 +304,35 @@ async def test_phase1_parses_content_when_asked(kit: Any, parser: Any) -> None:
     assert executor.calls == [("echo", {"text": "hi"})]
     assert result.messages[1].tool_calls[0].name == "echo"
     assert result.stop_reason is StopReason.FINAL_ANSWER
+
+
+class CountingChat:
+    """A chat server that counts ``per_tool`` prompt tokens for each tool it renders."""
+
+    def __init__(self, per_tool: int, *, usage: bool = True) -> None:
+        self.per_tool = per_tool
+        self.usage = usage
+        self.offered: list[int] = []
+
+    async def chat(
+        self, messages: Any, *, tools: Any, sampling: Any, n: int = 1, extra_body: Any = None
+    ) -> ChatResult:
+        self.offered.append(len(tools))
+        prompt = 20 + self.per_tool * len(tools) if self.usage else 0
+        return ChatResult([ChatChoice(Message.assistant("OK"), "stop")], Usage(prompt, 1))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("per_tool", "usage", "found"), [(0, True, False), (40, True, True), (0, False, None)]
+)
+async def test_phase1_warns_once_when_the_server_drops_tools_from_the_prompt(
+    kit: Any, caplog: pytest.LogCaptureFixture, per_tool: int, usage: bool, found: bool | None
+) -> None:
+    backend = CountingChat(per_tool, usage=usage)
+    with caplog.at_level(logging.WARNING, logger="hermes_loop.ignored_tools"):
+        assert await ChatModel(backend).check_tools([kit.ECHO]) is found
+    assert backend.offered == [1, 0]  # one request with the tools, one without
+    warnings = [r.getMessage() for r in caplog.records if "drops `tools`" in r.getMessage()]
+    assert len(warnings) == (1 if found is False else 0)
+    assert all("--jinja" in w and "\n" not in w for w in warnings)

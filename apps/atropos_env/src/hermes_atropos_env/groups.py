@@ -6,7 +6,10 @@ groups (``group_size`` usable rollouts) are sent, because Atropos would otherwis
 groups of different items into one advantage group. Phase-2 groups carry the sampler's ids,
 masks (``-100`` = not trained) and ``inference_logprobs`` (``1.0`` filler where masked, the
 atroposlib convention); phase-1 groups carry re-tokenized ids, no logprobs, and say so in
-``group_overrides["token_source"]``.
+``group_overrides["token_source"]`` (and an empty ``logprob_modes``).
+``generation_params["sampling"]`` holds the sampling settings every member shares (temperature,
+top-p, ...; a trainer reads the temperature there), ``sampling_by_member`` each member's own
+record (its seed, logprob mode and positions without a logprob).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import attrs
 from atroposlib.envs.base import ScoredDataGroup  # type: ignore[import-untyped]
-from hermes_protocols import FailureKind, Message, ScoredRollout, TokenTrace
+from hermes_protocols import AgentResult, FailureKind, ScoredRollout, TokenTrace
 from hermes_protocols.convert import messages_to_openai
 
 from hermes_atropos_env.config import OverlongPolicy
@@ -26,7 +29,7 @@ from hermes_atropos_env.config import OverlongPolicy
 MASKED = -100
 MASKED_LOGPROB = 1.0
 
-Retokenize = Callable[[Sequence[Message]], TokenTrace]
+Retokenize = Callable[[AgentResult], TokenTrace]
 
 
 class Exclusion(enum.StrEnum):
@@ -92,7 +95,7 @@ def _trace_for(
         return trace
     if retokenize is None:
         return Exclusion.NO_TRACE
-    return retokenize(result.messages)
+    return retokenize(result)
 
 
 def _exclusion(rollout: ScoredRollout) -> Exclusion | None:
@@ -161,6 +164,25 @@ def _mask_known(trace: TokenTrace) -> list[int]:
     return mask
 
 
+def _sampling(usable: Sequence[tuple[ScoredRollout, TokenTrace]]) -> tuple[Any, list[Any]]:
+    """The members' sampling records: the settings every member shares (``None`` when a member
+    has none) and each member's own record (seed, logprob mode, missing positions)."""
+    records = [r.result.metadata.get("sampling") if r.result else None for r, _ in usable]
+    found = [record for record in records if isinstance(record, dict)]
+    if len(found) < len(records):
+        return None, records
+    first, *others = found
+    shared = {k: v for k, v in first.items() if all(k in o and o[k] == v for o in others)}
+    return shared, records
+
+
+def _logprob_modes(usable: Sequence[tuple[ScoredRollout, TokenTrace]], token_mode: bool) -> Any:
+    """The members' logprob modes (``None``: mixed within a trace); none in phase 1."""
+    if not token_mode:
+        return []
+    return sorted({t.logprob_mode for _, t in usable}, key=str)
+
+
 def _assemble(
     usable: Sequence[tuple[ScoredRollout, TokenTrace]],
     policy: GroupPolicy,
@@ -169,6 +191,7 @@ def _assemble(
 ) -> ScoredDataGroup:
     source = "sampler" if policy.token_mode else "retokenized"
     first = usable[0][0]
+    shared, by_member = _sampling(usable)
     return ScoredDataGroup(
         tokens=[list(trace.ids) for _, trace in usable],
         masks=[
@@ -182,7 +205,8 @@ def _assemble(
         generation_params={
             **(generation_params or {}),
             "token_source": source,
-            "sampling": first.result.metadata.get("sampling") if first.result else None,
+            "sampling": shared,
+            "sampling_by_member": by_member,
         },
         inference_logprobs=(
             [
@@ -197,7 +221,7 @@ def _assemble(
         ),
         group_overrides={
             "token_source": source,
-            "logprob_modes": sorted({str(t.logprob_mode) for _, t in usable}),
+            "logprob_modes": _logprob_modes(usable, policy.token_mode),
             "environment": first.env,
             "item_id": first.item.id,
             **group_overrides,

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
-from hermes_protocols import Item, Message, ScoredRollout, TokenTrace
+from hermes_protocols import AgentResult, Item, ScoredRollout, TokenTrace
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
 
@@ -37,8 +37,9 @@ class RolloutSource(Protocol):
         rollout's own failure (it comes back as a failed ``ScoredRollout``)."""
         ...
 
-    def retokenize(self, messages: Sequence[Message]) -> TokenTrace:
-        """Phase 1: rebuild a (``"retokenized"``) trace from final messages."""
+    def retokenize(self, result: AgentResult) -> TokenTrace:
+        """Phase 1: rebuild a (``"retokenized"``) trace from a rollout's final messages, only
+        its own turns trainable."""
         ...
 
 

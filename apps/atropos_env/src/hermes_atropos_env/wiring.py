@@ -22,7 +22,14 @@ from hermes_loop import ModelSpec
 from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_loop.factory import LoraLoader
-from hermes_protocols import ConfigError, Environment, Item, Message, ScoredRollout, TokenTrace
+from hermes_protocols import (
+    AgentResult,
+    ConfigError,
+    Environment,
+    Item,
+    ScoredRollout,
+    TokenTrace,
+)
 from hermes_rollouts import (
     Credentials,
     RolloutSession,
@@ -263,8 +270,8 @@ class SessionSource:
             item, seed=next(self._group_seeds), group_size=group_size
         )
 
-    def retokenize(self, messages: Sequence[Message]) -> TokenTrace:
-        return self._retokenizer(messages)
+    def retokenize(self, result: AgentResult) -> TokenTrace:
+        return self._retokenizer(result)
 
 
 @asynccontextmanager

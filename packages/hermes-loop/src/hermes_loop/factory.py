@@ -36,6 +36,7 @@ from hermes_protocols import (
 from hermes_protocols import Tokenizer as TokenizerProtocol
 
 from hermes_loop.end_ids import resolve_end_ids
+from hermes_loop.engine import server_engine
 from hermes_loop.hf_tokenizer import HFTokenizer
 from hermes_loop.llama_server_backend import LlamaServerBackend
 from hermes_loop.models import ChatModel, TokenModel
@@ -198,7 +199,7 @@ async def open_model(
         else:
             assert tokenizer is not None  # check_spec
             assert template is not None
-            backend = _token_backend(spec, url)
+            backend = _token_backend(spec, url, tokenizer)
             stack.push_async_callback(backend.aclose)
             server_ids: frozenset[int] = frozenset()
             if isinstance(backend, LlamaServerBackend) and spec.end_token_ids is None:
@@ -210,11 +211,20 @@ async def open_model(
                 server=server_ids,
                 directory=spec.tokenizer,
             )
-            model = TokenModel(backend, tokenizer, template, parser, end_token_ids=end_ids)
+            model = TokenModel(
+                backend,
+                tokenizer,
+                template,
+                parser,
+                end_token_ids=end_ids,
+                engine=server_engine(spec.server_type),
+            )
         yield ModelHandle(model, spec.model or f"{spec.server_type}:{url}", tokenizer, template)
 
 
-def _token_backend(spec: ModelSpec, url: str) -> SGLangBackend | VLLMBackend | LlamaServerBackend:
+def _token_backend(
+    spec: ModelSpec, url: str, tokenizer: HFTokenizer
+) -> SGLangBackend | VLLMBackend | LlamaServerBackend:
     timeout, api_key = spec.timeout_s, spec.api_key or None
     if spec.server_type == "sglang":
         return SGLangBackend(
@@ -234,7 +244,13 @@ def _token_backend(spec: ModelSpec, url: str) -> SGLangBackend | VLLMBackend | L
             api_key=api_key,
             timeout_s=timeout,
         )
-    return LlamaServerBackend(url, extra_body=spec.extra_body, api_key=api_key, timeout_s=timeout)
+    return LlamaServerBackend(
+        url,
+        extra_body=spec.extra_body,
+        token_bytes=tokenizer.token_bytes,
+        api_key=api_key,
+        timeout_s=timeout,
+    )
 
 
 @asynccontextmanager

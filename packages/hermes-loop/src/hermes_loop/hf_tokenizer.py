@@ -14,6 +14,7 @@ import anyio
 from hermes_protocols import ConfigError
 
 from hermes_loop.chat_template import JinjaChatTemplate
+from hermes_loop.token_bytes import TokenBytes, hf_token_bytes
 
 
 class HFTokenizer:
@@ -28,6 +29,7 @@ class HFTokenizer:
         # the Rust tokenizer behind a fast transformers tokenizer: same ids, a fraction of the
         # Python overhead per call; decode gives the raw text (no clean-up of spaces)
         self._fast = getattr(tokenizer, "backend_tokenizer", None)
+        self._bytes = hf_token_bytes(self._fast) if self._fast is not None else None
         eos = tokenizer.eos_token_id
         if eos is None:
             raise ConfigError("the tokenizer has no eos_token_id; set eos_token in its config")
@@ -67,6 +69,12 @@ class HFTokenizer:
     @property
     def eos_token_id(self) -> int:
         return self._eos
+
+    @property
+    def token_bytes(self) -> TokenBytes | None:
+        """``id -> bytes`` of each token's piece (:mod:`hermes_loop.token_bytes`); ``None`` for
+        a slow (Python) tokenizer."""
+        return self._bytes
 
     @property
     def chat_template(self) -> JinjaChatTemplate:

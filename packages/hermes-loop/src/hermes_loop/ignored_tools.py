@@ -7,13 +7,26 @@ final answer. :class:`IgnoredToolsCheck` watches a run's replies and warns once 
 replies in a row offered tools, came back without tool calls and held the parser's tool-call
 markup, while the server never returned a tool call. With ``parse_content`` the parser reads
 tool calls from such ``content`` client-side (the user's explicit choice, never a default).
+
+A model that writes no markup at all gives that check nothing to see:
+:func:`check_tools_reach_prompt` asks the server twice for one token, with and without the
+tools, and warns when ``usage.prompt_tokens`` is the same (the schemas never reached the prompt).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
-from hermes_protocols import JSONObject, Message, ParsedTurn, ToolCallParser
+from hermes_protocols import (
+    ChatBackend,
+    JSONObject,
+    Message,
+    ParsedTurn,
+    SamplingParams,
+    ToolCallParser,
+    ToolSchema,
+)
 
 _log = logging.getLogger("hermes_loop.ignored_tools")
 
@@ -65,3 +78,32 @@ class IgnoredToolsCheck:
                 action,
             )
         return parsed if self.parse_content else None
+
+
+#: the probe conversation of :func:`check_tools_reach_prompt`
+_PROBE = (Message.user("Say OK."),)
+
+
+async def check_tools_reach_prompt(
+    backend: ChatBackend, tools: Sequence[ToolSchema], *, extra_body: JSONObject | None = None
+) -> bool | None:
+    """Whether the server puts ``tools`` into the prompt: two one-token requests, with and
+    without them; ``False`` (and one warning) when both count the same ``prompt_tokens`` and
+    the reply made no tool call, ``None`` when the server reports no usage."""
+    sampling = SamplingParams(temperature=0.0, max_tokens=1, seed=0)
+    offered = await backend.chat(_PROBE, tools=tools, sampling=sampling, extra_body=extra_body)
+    bare = await backend.chat(_PROBE, tools=(), sampling=sampling, extra_body=extra_body)
+    counted = offered.usage.prompt_tokens
+    if counted <= 0 or bare.usage.prompt_tokens <= 0:
+        return None
+    if counted != bare.usage.prompt_tokens or offered.choices[0].message.tool_calls:
+        return True
+    _log.warning(
+        "the chat server drops `tools`: a request offering %d tools counts the same %d prompt "
+        "tokens as one without, so the model never sees them; serve a chat template that "
+        "renders tools (llama-server: --jinja, with --chat-template-file if the model's own "
+        "template has no tools)",
+        len(tools),
+        counted,
+    )
+    return False

@@ -9,9 +9,11 @@ Response: ``tokens`` (the generated ids, EOS included), ``completion_probabiliti
 ``tokens`` is the source of truth. llama-server leaves out the probability entry of a token
 after which the generated text ends inside a UTF-8 character (the byte tokens of ``Ѷ``) and
 trims entries at a stop word, so the entries are aligned to the tokens by id (see
-:func:`align_entries`); a position without an entry keeps its id and is reported in
-``Generation.missing_logprobs`` (logprob NaN). llama-server cannot score such a position later
-either: it never emits an entry while its generated text ends inside a character.
+:func:`align_entries`). Where a repeated id leaves an entry's position open (``E2 80 80``: which
+``0x80`` has it?), the tokens' bytes (``token_bytes``, from the tokenizer) settle it with the
+server's own rule (:func:`utf8_complete`). A position without an entry keeps its id and is
+reported in ``Generation.missing_logprobs`` (logprob NaN). llama-server cannot score such a
+position later either: it never emits an entry while its generated text ends inside a character.
 
 Logprob mode: ``sampled`` sends ``post_sampling_probs`` (the probability after temperature,
 top-k and top-p, i.e. of the distribution the token was drawn from); ``raw`` the model's
@@ -34,6 +36,7 @@ from hermes_protocols import (
 )
 
 from hermes_loop.http_client import HTTPBackend, finish_body, require
+from hermes_loop.token_bytes import TokenBytes
 
 _FINISH: dict[str, FinishReason] = {"eos": "stop", "word": "stop", "limit": "length"}
 _WHERE = "llama-server /completion response"
@@ -42,11 +45,20 @@ _WHERE = "llama-server /completion response"
 class LlamaServerBackend(HTTPBackend):
     """A :class:`hermes_protocols.TokenBackend` for ``llama-server``. ``min_p`` is sent as 0
     (llama-server defaults to 0.05) so sampling follows :class:`SamplingParams` exactly;
-    ``extra_body`` is merged into every request untouched."""
+    ``extra_body`` is merged into every request untouched; ``token_bytes`` (the served
+    vocabulary's bytes per id) places the entries of repeated byte tokens."""
 
-    def __init__(self, base_url: str, *, extra_body: JSONObject | None = None, **options: Any):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        extra_body: JSONObject | None = None,
+        token_bytes: TokenBytes | None = None,
+        **options: Any,
+    ):
         super().__init__(base_url, **options)
         self.extra_body = dict(extra_body or {})
+        self.token_bytes = token_bytes
 
     def request_body(self, prompt_ids: Sequence[int], sampling: SamplingParams) -> JSONObject:
         body: JSONObject = {
@@ -67,7 +79,7 @@ class LlamaServerBackend(HTTPBackend):
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
         body = self.request_body(prompt_ids, sampling)
         data = await self._http.post("/completion", body)
-        return parse_completion_response(data)
+        return parse_completion_response(data, token_bytes=self.token_bytes)
 
     async def end_token_ids(self) -> frozenset[int]:
         """Every id the server ends a generation on (its vocabulary's end-of-generation set).
@@ -94,31 +106,42 @@ class LlamaServerBackend(HTTPBackend):
         return ids
 
 
-def align_entries(tokens: Sequence[int], entry_ids: Sequence[int]) -> list[int | None]:
-    """For each token, the index of its probability entry, or ``None`` when it has none.
+def utf8_complete(pieces: Sequence[bytes]) -> list[bool]:
+    """For each position, whether llama-server sees the text generated through it as complete:
+    its ``validate_utf8`` looks at the last four bytes for a lead byte still missing bytes."""
+    complete: list[bool] = []
+    tail = b""
+    for piece in pieces:
+        tail = (tail + piece)[-4:]
+        cut = any(
+            (tail[-i] & 0xE0 == 0xC0 and i < 2)
+            or (tail[-i] & 0xF0 == 0xE0 and i < 3)
+            or (tail[-i] & 0xF8 == 0xF0 and i < 4)
+            for i in range(1, len(tail) + 1)
+        )
+        complete.append(not cut)
+    return complete
 
-    The entries are a subsequence of the tokens. An entry is placed only where every such
-    embedding agrees (its earliest and latest possible positions coincide), so a repeated id
-    (two ``0x80`` byte tokens, one without an entry) is never given another position's value.
-    Raises :class:`BackendError` when the entries are no subsequence of the tokens.
-    """
+
+def _embed(
+    tokens: Sequence[int], entry_ids: Sequence[int], eligible: Sequence[bool]
+) -> list[int | None] | None:
+    """Entries placed where every embedding into the eligible positions agrees; ``None`` when
+    there is no embedding."""
     n, m = len(tokens), len(entry_ids)
     earliest: list[int] = []
     position = 0
     for entry in entry_ids:
-        while position < n and tokens[position] != entry:
+        while position < n and not (eligible[position] and tokens[position] == entry):
             position += 1
         if position == n:
-            raise BackendError(
-                f"{_WHERE}: completion_probabilities ids are not a subsequence of tokens; the "
-                "response is inconsistent"
-            )
+            return None
         earliest.append(position)
         position += 1
     latest = [0] * m
     position = n - 1
     for index in range(m - 1, -1, -1):
-        while tokens[position] != entry_ids[index]:
+        while not (eligible[position] and tokens[position] == entry_ids[index]):
             position -= 1
         latest[index] = position
         position -= 1
@@ -126,6 +149,32 @@ def align_entries(tokens: Sequence[int], entry_ids: Sequence[int]) -> list[int |
     for index in range(m):
         if earliest[index] == latest[index]:
             placed[earliest[index]] = index
+    return placed
+
+
+def align_entries(
+    tokens: Sequence[int], entry_ids: Sequence[int], complete: Sequence[bool] | None = None
+) -> list[int | None]:
+    """For each token, the index of its probability entry, or ``None`` when it has none.
+
+    The entries are a subsequence of the tokens. An entry is placed only where every such
+    embedding agrees (its earliest and latest possible positions coincide), so a repeated id
+    (two ``0x80`` byte tokens, one without an entry) is never given another position's value.
+    ``complete`` (:func:`utf8_complete` of the tokens' bytes) rules out the positions llama-server
+    never gives an entry, which settles most repeated ids; it is ignored when the entries do
+    not fit it (a stop word or special token the bytes do not model).
+    Raises :class:`BackendError` when the entries are no subsequence of the tokens.
+    """
+    if complete is not None:
+        placed = _embed(tokens, entry_ids, complete)
+        if placed is not None:
+            return placed
+    placed = _embed(tokens, entry_ids, [True] * len(tokens))
+    if placed is None:
+        raise BackendError(
+            f"{_WHERE}: completion_probabilities ids are not a subsequence of tokens; the "
+            "response is inconsistent"
+        )
     return placed
 
 
@@ -141,9 +190,12 @@ def _entry_logprob(entry: Mapping[str, Any], index: int) -> tuple[int, float | N
     raise BackendError(f"{_WHERE}: completion_probabilities[{index}] lacks 'logprob'/'prob'")
 
 
-def parse_completion_response(data: Mapping[str, Any]) -> Generation:
+def parse_completion_response(
+    data: Mapping[str, Any], *, token_bytes: TokenBytes | None = None
+) -> Generation:
     """The generation in ``data``: every token of ``tokens``, each with its entry's logprob or,
-    without an entry, NaN and its position in ``missing_logprobs``."""
+    without an entry, NaN and its position in ``missing_logprobs`` (``token_bytes``: see
+    :func:`align_entries`)."""
     tokens = require(data, "tokens", list, _WHERE)
     if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
         raise BackendError(f"{_WHERE}: tokens holds a non-integer")
@@ -160,7 +212,8 @@ def parse_completion_response(data: Mapping[str, Any]) -> Generation:
         modes.add(entry_mode)
     if len(modes) > 1:
         raise BackendError(f"{_WHERE}: entries mix 'logprob' and 'prob'")
-    placed = align_entries(tokens, [token for token, _ in entries])
+    complete = utf8_complete([token_bytes(t) for t in tokens]) if token_bytes else None
+    placed = align_entries(tokens, [token for token, _ in entries], complete)
     logprobs: list[float] = []
     missing: list[int] = []
     for position, placed_index in enumerate(placed):

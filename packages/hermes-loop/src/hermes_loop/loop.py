@@ -241,8 +241,11 @@ class AgentLoop:
             turn_stats=state.stats,
             drift=drift,
             error=state.error,
-            metadata={"sampling": sampling_record(state.sampling, trace)},
+            metadata={"sampling": sampling_record(state.sampling, trace, self._engine())},
         )
+
+    def _engine(self) -> JSONObject | None:
+        return self.model.engine if isinstance(self.model, TokenModel) else None
 
     def _emit(self, event: LoopEvent) -> None:
         """Give ``event`` to every observer; an observer that raises is logged, never fatal."""
@@ -253,10 +256,13 @@ class AgentLoop:
                 _log.exception("observer %r failed on %s; the rollout goes on", observer, event)
 
 
-def sampling_record(sampling: SamplingParams, trace: TokenTrace | None) -> JSONObject:
+def sampling_record(
+    sampling: SamplingParams, trace: TokenTrace | None, engine: JSONObject | None = None
+) -> JSONObject:
     """What a record says about how its tokens were sampled: the parameters, the logprob mode
-    requested and the one the engine returned (``None`` without logprobs), and the positions
-    without a logprob."""
+    requested and the one the engine returned (``None`` without logprobs), the positions
+    without a logprob, and the ``engine`` that computed them (``None`` when unknown, e.g.
+    phase 1; see :mod:`hermes_loop.engine`)."""
     return {
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -267,6 +273,7 @@ def sampling_record(sampling: SamplingParams, trace: TokenTrace | None) -> JSONO
         "logprob_mode_requested": sampling.logprob_mode,
         "logprob_mode": trace.logprob_mode if trace is not None else None,
         "missing_logprobs": list(trace.missing_logprobs) if trace is not None else [],
+        "engine": engine,
     }
 
 

@@ -28,7 +28,7 @@ from hermes_protocols import (
 )
 from hermes_protocols.convert import tools_to_openai
 
-from hermes_loop.ignored_tools import IgnoredToolsCheck
+from hermes_loop.ignored_tools import IgnoredToolsCheck, check_tools_reach_prompt
 from hermes_loop.ledger import TemplateBridge, TokenLedger
 from hermes_loop.offload import run_sized
 from hermes_loop.parsed_turns import turn_message
@@ -138,6 +138,11 @@ class ChatModel:
         """The run's check for a server that ignores ``tools`` (``None`` without a parser)."""
         return self._check
 
+    async def check_tools(self, tools: Sequence[ToolSchema]) -> bool | None:
+        """Whether the server renders ``tools`` into the prompt; warns once when it does not
+        (:func:`hermes_loop.ignored_tools.check_tools_reach_prompt`)."""
+        return await check_tools_reach_prompt(self.backend, tools, extra_body=self.extra_body)
+
     def open(
         self, messages: list[Message], tools: Sequence[ToolSchema], sampling: SamplingParams
     ) -> Session:
@@ -235,6 +240,8 @@ class TokenModel:
     backend stops on (``EmbeddedModel.end_token_ids`` for the embedded model; the model's
     ``generation_config.json`` ``eos_token_id`` list for servers).
     ``check_drift`` re-renders the final conversation once per rollout to report drift.
+    ``engine`` says which engine computes the logprobs and what reproduces them
+    (:mod:`hermes_loop.engine`); every rollout's ``sampling`` record carries it.
     """
 
     backend: TokenBackend
@@ -245,6 +252,7 @@ class TokenModel:
     end_token_ids: frozenset[int] | None = attrs.field(
         default=None, converter=_id_set, kw_only=True
     )
+    engine: JSONObject | None = attrs.field(default=None, kw_only=True)
     _schemas: SchemaCache = attrs.field(factory=SchemaCache, init=False)
     _bridges: dict[tuple[ToolSchema, ...], TemplateBridge] = attrs.field(factory=dict, init=False)
 

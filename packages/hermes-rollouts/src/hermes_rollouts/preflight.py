@@ -1,12 +1,22 @@
 """Start-up checks run before any rollout: a sandbox host starts and runs a command, and the
-model answers one tiny request. A failure is a :class:`PreflightError` (one line naming the
-option to change); no rollout has started, so nothing is recorded as failed."""
+model answers one tiny request (a chat server also with the run's tools, warning once when it
+drops them). A failure is a :class:`PreflightError` (one line naming the option to change); no
+rollout has started, so nothing is recorded as failed."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
-from hermes_loop import ModelHandle
-from hermes_protocols import HermesError, ImageUnavailable, Message, SamplingParams, SlotPool
+from hermes_loop import ChatModel, ModelHandle
+from hermes_protocols import (
+    HermesError,
+    ImageUnavailable,
+    Message,
+    SamplingParams,
+    SlotPool,
+    ToolSchema,
+)
 
 from hermes_rollouts.option_names import OptionNames
 from hermes_rollouts.spec import RolloutSpec
@@ -86,4 +96,23 @@ async def check_model(handle: ModelHandle, spec: RolloutSpec, names: OptionNames
     except HermesError as exc:
         raise PreflightError(
             f"{where} failed a 1-token request ({_one_line(exc)}); {hint}"
+        ) from exc
+
+
+async def check_tools(
+    handle: ModelHandle, tools: Sequence[ToolSchema], spec: RolloutSpec, names: OptionNames
+) -> None:
+    """Phase 1: warn once when the chat server drops ``tools`` from the prompt
+    (:meth:`hermes_loop.ChatModel.check_tools`); raise :class:`PreflightError` when it fails a
+    request that offers them."""
+    if not tools or not isinstance(handle.model, ChatModel):
+        return
+    try:
+        with anyio.fail_after(spec.model.timeout_s):
+            await handle.model.check_tools(tools)
+    except (TimeoutError, HermesError) as exc:
+        raise PreflightError(
+            f"{spec.model.base_url} failed a 1-token request offering the run's tools "
+            f"({_one_line(exc)}); serve a chat template with tools (llama-server: --jinja) or "
+            f"check {names('model.base_url')}"
         ) from exc

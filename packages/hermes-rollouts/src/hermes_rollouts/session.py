@@ -36,7 +36,12 @@ from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.factory import build_backend, build_toolsets
 
 from hermes_rollouts.option_names import OptionNames
-from hermes_rollouts.preflight import check_model, check_sandbox, host_start_failed
+from hermes_rollouts.preflight import (
+    check_model,
+    check_sandbox,
+    check_tools,
+    host_start_failed,
+)
 from hermes_rollouts.spec import RolloutSpec
 from hermes_rollouts.validation import validate
 
@@ -233,5 +238,8 @@ async def open_session(
             environment, pool, _agent(spec, handle), toolsets, config=runner_config
         )
         session = RolloutSession(spec, runner.env, runner, handle)
-        session.toolsets_for(0)  # a toolset name that resolves to nothing fails now
+        first = session.toolsets_for(0)  # a toolset name that resolves to nothing fails now
+        if preflight:
+            tools = [tool.schema for toolset in first for tool in toolset.tools]
+            await check_tools(handle, tools, spec, names)
         yield session

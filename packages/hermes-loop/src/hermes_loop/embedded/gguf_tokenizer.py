@@ -18,6 +18,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as FastTokenizer
 
 from hermes_loop.chat_template import JinjaChatTemplate
+from hermes_loop.token_bytes import byte_level_chars
 
 #: GGUF token types (llama.cpp ``llama_token_type``)
 TOKEN_CONTROL = 3
@@ -117,22 +118,6 @@ def build_fast_tokenizer(vocab: GGUFVocab) -> FastTokenizer:
     ]
     tokenizer.add_tokens(added)
     return tokenizer
-
-
-def byte_level_chars() -> list[str]:
-    """The character byte-level BPE uses for each byte value 0..255 (GPT-2's mapping).
-
-    Printable Latin-1 bytes stand for themselves; the other bytes, in order, take the code
-    points from U+0100 upwards.
-    """
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    chars: dict[int, str] = {byte: chr(byte) for byte in printable}
-    extra = 0
-    for byte in range(256):
-        if byte not in chars:
-            chars[byte] = chr(0x100 + extra)
-            extra += 1
-    return [chars[byte] for byte in range(256)]
 
 
 def _char_class(chars: Sequence[str]) -> str:

@@ -15,6 +15,7 @@ from hermes_loop.embedded.hf_export import export_hf_tokenizer
 from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_loop.embedded.runtime import BATCH_INVARIANT_UBATCH
 from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
+from hermes_loop.engine import embedded_engine
 from hermes_loop.models import TokenModel
 
 
@@ -91,6 +92,7 @@ class EmbeddedModel:
             parser,
             check_drift=check_drift,
             end_token_ids=self.end_token_ids,
+            engine=embedded_engine(self.backend.runtime.n_ubatch),
         )
 
     def chat_backend(self, parser: ToolCallParser) -> EmbeddedChatBackend:

@@ -136,6 +136,7 @@ class LlamaRuntime:
         self.n_threads = n_threads
         self.threads_in_use = n_threads
         self.n_batch = n_batch
+        self.n_ubatch = int(params.n_ubatch)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         #: every id the GGUF declares as end-of-generation (EOS, EOT, ...), as llama.cpp reads it
