@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
 import attrs
 from hermes_protocols import JSONObject
 from hermes_report import TokenizerFileError, TokenTexts, run_dir_records, write_report
+from hermes_rollouts import Interruption, watch_signals
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -85,18 +86,18 @@ def _recover_all(paths: RunPaths) -> tuple[frozenset[str], list[Recovery]]:
     return frozenset(done), recoveries
 
 
-async def _watch_signals(stop: anyio.Event, cancel: anyio.Event, console: Console) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _sig in signals:
-            if not stop.is_set():
-                console.print(
-                    "[yellow]stopping: finishing in-flight rollouts "
-                    "(press Ctrl-C again to cancel them)[/]"
-                )
-                stop.set()
-            else:
-                console.print("[yellow]cancelling in-flight rollouts[/]")
-                cancel.set()
+def _signal_notices(console: Console) -> dict[str, Callable[[int], None]]:
+    """What the run prints when a signal drains it and when a second one cancels it."""
+
+    def drain(signum: int) -> None:
+        console.print(
+            "[yellow]stopping: finishing in-flight rollouts (press Ctrl-C again to cancel them)[/]"
+        )
+
+    def cancel(signum: int) -> None:
+        console.print("[yellow]cancelling in-flight rollouts[/]")
+
+    return {"on_drain": drain, "on_cancel": cancel}
 
 
 def write_report_html(paths: RunPaths, *, title: str, console: Console | None = None) -> None:
@@ -152,7 +153,38 @@ async def run_batch(
     """Run (or resume) the batch described by ``config`` into ``paths``.
 
     A resumed run that is not finished retries the rollouts that failed for infrastructure
-    reasons; ``retry_failed`` does so on a finished run too (see :mod:`.retry`)."""
+    reasons; ``retry_failed`` does so on a finished run too (see :mod:`.retry`). With
+    ``handle_signals`` SIGINT/SIGTERM follow :mod:`hermes_rollouts.signal_policy` for the whole
+    run, pool release and report included."""
+    interruption = Interruption()
+    async with anyio.create_task_group() as tg:
+        if handle_signals:
+            tg.start_soon(partial(watch_signals, interruption, **_signal_notices(console)))
+        result = await _run_batch(
+            config,
+            paths,
+            resume=resume,
+            wiring=wiring,
+            console=console,
+            argv=argv,
+            retry_failed=retry_failed,
+            interruption=interruption,
+        )
+        tg.cancel_scope.cancel()
+    return result
+
+
+async def _run_batch(
+    config: RunConfig,
+    paths: RunPaths,
+    *,
+    resume: bool,
+    wiring: Wiring,
+    console: Console,
+    argv: list[str],
+    retry_failed: bool,
+    interruption: Interruption,
+) -> RunResult:
     started = time.perf_counter()
     with RunLock(paths.root):
         done, recoveries = await anyio.to_thread.run_sync(_recover_all, paths)
@@ -222,7 +254,7 @@ async def run_batch(
                 components.run_one,
                 components.model,
                 console,
-                handle_signals=handle_signals,
+                interruption,
             )
             model = components.model
         session = SessionStats(
@@ -242,7 +274,9 @@ async def run_batch(
                 console=console,
             )
         )
-    exit_code = EXIT_INTERRUPTED if outcome.interrupted else EXIT_OK
+    exit_code = EXIT_OK
+    if outcome.interrupted:
+        exit_code = interruption.exit_code or EXIT_INTERRUPTED
     return RunResult(exit_code, paths, summary, outcome.interrupted)
 
 
@@ -253,11 +287,9 @@ async def _execute_with_progress(
     run_one: RolloutFn,
     model: str,
     console: Console,
-    *,
-    handle_signals: bool,
+    interruption: Interruption,
 ) -> Outcome:
     filters = WriteFilters(config.require_reasoning, config.min_reward)
-    stop, cancel = anyio.Event(), anyio.Event()
     counts = {"kept": 0, "failed": 0, "filtered": 0}
     progress = Progress(
         SpinnerColumn(),
@@ -288,19 +320,15 @@ async def _execute_with_progress(
             kept=kept, failed=failed, filtered=filtered, filters=filters, model=model
         )
         with progress:
-            async with anyio.create_task_group() as tg:
-                if handle_signals:
-                    tg.start_soon(_watch_signals, stop, cancel, console)
-                outcome = await execute(
-                    plan,
-                    run_one,
-                    sink,
-                    concurrency=config.in_flight,
-                    stop=stop,
-                    cancel=cancel,
-                    drain_timeout=config.drain_timeout,
-                    on_finished=finished,
-                )
-                tg.cancel_scope.cancel()
+            outcome = await execute(
+                plan,
+                run_one,
+                sink,
+                concurrency=config.in_flight,
+                stop=interruption.drain,
+                cancel=interruption.cancel,
+                drain_timeout=config.drain_timeout,
+                on_finished=finished,
+            )
         outcome.generated_tokens = sink.generated_tokens
     return outcome

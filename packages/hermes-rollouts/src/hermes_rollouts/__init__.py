@@ -42,6 +42,13 @@ from hermes_rollouts.session import (
     get_parser,
     open_session,
 )
+from hermes_rollouts.signal_policy import (
+    DUPLICATE_WINDOW_S,
+    Interruption,
+    SignalCounter,
+    interrupted_exit_code,
+    watch_signals,
+)
 from hermes_rollouts.spec import (
     AgentBudgets,
     EnvironmentSpec,
@@ -66,6 +73,7 @@ from hermes_rollouts.validation import (
 )
 
 __all__ = [
+    "DUPLICATE_WINDOW_S",
     "EMBEDDED_TOOLSETS",
     "ENTRY_POINT_GROUP",
     "TOOLSET_NAMES",
@@ -78,6 +86,7 @@ __all__ = [
     "EnvironmentInfo",
     "EnvironmentPlugin",
     "EnvironmentSpec",
+    "Interruption",
     "LoadedDataset",
     "ModelOpener",
     "PluginError",
@@ -87,6 +96,7 @@ __all__ = [
     "RolloutSession",
     "RolloutSpec",
     "SamplingSpec",
+    "SignalCounter",
     "SpecCheck",
     "Status",
     "ToolsetSpec",
@@ -102,6 +112,7 @@ __all__ = [
     "environment_names",
     "environments_text",
     "get_parser",
+    "interrupted_exit_code",
     "json_object_option",
     "load_dataset",
     "model_view",
@@ -117,4 +128,5 @@ __all__ = [
     "system_prompt",
     "tool_stats",
     "validate",
+    "watch_signals",
 ]

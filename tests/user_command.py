@@ -1,0 +1,108 @@
+"""A command started as a user starts it (``uv run --frozen --no-sync apps/...``) in its own
+process group, with its sandboxes under a private ``TMPDIR``: signal the group, read its output
+as it comes, find what it left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NUL = b"\0"
+
+
+def traversable_tmp() -> Iterator[Path]:
+    """A fresh ``TMPDIR`` for one command, removed afterwards. Under the system's temporary
+    directory, not pytest's: as root, bwrap slots run as other users and must traverse it."""
+    path = Path(tempfile.mkdtemp(prefix="hermes-user-command-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class UserCommand:
+    """``uv run`` of an app in a new session; stdout and stderr go to files."""
+
+    def __init__(self, app: str, args: Sequence[str], *, cwd: Path, tmp: Path) -> None:
+        uv = shutil.which("uv")
+        if uv is None:
+            pytest.skip("uv is not on PATH: these tests start the apps as a user does")
+        self.tmp = tmp  # every bwrap host of the run lives beneath it
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MODAL_", "WANDB_"))}
+        env["TMPDIR"] = str(self.tmp)
+        self.out_path, self.err_path = cwd / "stdout.log", cwd / "stderr.log"
+        cmd = [uv, "run", "--frozen", "--no-sync", "--project", str(ROOT), str(ROOT / app)]
+        with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
+            self.process = subprocess.Popen(
+                [*cmd, *args], cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True
+            )
+
+    @property
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    @property
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace") + self.stderr
+
+    def wait_for(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``ready`` until it holds; fail (and kill the group) if the command ends or
+        ``timeout`` passes first."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"never {what}; output:\n{self.output[-4000:]}")
+            time.sleep(0.2)
+
+    def signal_group(self, signum: int) -> None:
+        """What ``kill -SIG -- -PGID`` does: ``uv`` and the app both get it."""
+        os.killpg(self.process.pid, signum)
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"still running after {timeout}s; output:\n{self.output[-4000:]}")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def leftovers(self, settle_s: float = 2.0) -> list[str]:
+        """Processes (bwrap hosts and their children), mounts and host directories of this
+        run still present, after up to ``settle_s`` for exits to be reaped."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            found = self._leftovers()
+            if not found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.2)
+
+    def _leftovers(self) -> list[str]:
+        needle = str(self.tmp).encode()
+        found: list[str] = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline:
+                found.append(f"process {pid}: {cmdline.replace(NUL, b' ')[:200]!r}")
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        found += [f"mount {line}" for line in mounts if str(self.tmp) in line]
+        for hosts in self.tmp.glob("hermes-sandbox-*/bwrap"):
+            found += [f"host dir {h}" for h in hosts.iterdir() if not h.name.startswith(".")]
+        return found
