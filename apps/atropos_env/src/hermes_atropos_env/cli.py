@@ -13,7 +13,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,10 +24,13 @@ from hermes_rollouts import (
     EMBEDDED_TOOLSETS,
     AgentBudgets,
     Credentials,
+    Interruption,
     default_prefill,
     environments_text,
+    interrupted_exit_code,
     reference_slug,
     root_error,
+    watch_signals,
 )
 
 from hermes_atropos_env.cli_args import build_configs, parse_argv
@@ -179,23 +183,69 @@ async def _command(command: str, env_obj: Any) -> None:
         await env_obj._run_evaluate()
 
 
-async def _run(command: str, env_obj: Any) -> int | None:
-    """Run the command; SIGINT/SIGTERM cancel it so that the pool and the model are released
-    inside the event loop. Returns the signal number if one stopped the run."""
-    stopped: list[int] = []
-    async with anyio.create_task_group() as tg:
+async def _run(command: str, env_obj: Any, interruption: Interruption) -> Path | None:
+    """Run the command under the signal policy (:mod:`hermes_rollouts.signal_policy`): a first
+    signal starts no new group and lets those in flight finish (for up to
+    ``--env.drain_timeout``), a second cancels them; the pool and the model are released inside
+    the loop. ``process`` then writes its report (also when interrupted): its path."""
+    timeout = float(env_obj.config.drain_timeout)
+    notices = _signal_notices(command, timeout)
+    async with anyio.create_task_group() as signals:
+        signals.start_soon(partial(watch_signals, interruption, **notices))
+        try:
+            async with anyio.create_task_group() as work:
+                work.start_soon(_cancel_after_drain, env_obj, interruption, work.cancel_scope)
+                await _command(command, env_obj)
+                work.cancel_scope.cancel()
+        except Exception as exc:
+            if not interruption.drain.is_set():
+                raise
+            # what the stop cut short (e.g. run-api stopped with us) is no error of the run
+            print(f"atropos_env {command}: while stopping: {root_error(exc)}", file=sys.stderr)
+        report = None
+        if command == "process":
+            env_obj.close_output()
+            report = await anyio.to_thread.run_sync(_process_report, env_obj)
+        signals.cancel_scope.cancel()
+    return report
 
-        async def watch_signals() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    stopped.append(int(signum))
-                    tg.cancel_scope.cancel()
-                    return
 
-        tg.start_soon(watch_signals)
-        await _command(command, env_obj)
-        tg.cancel_scope.cancel()
-    return stopped[0] if stopped else None
+def _signal_notices(command: str, timeout: float) -> dict[str, Callable[[int], None]]:
+    def drain(signum: int) -> None:
+        print(
+            f"atropos_env {command}: {signal.Signals(signum).name}: stopping: finishing in-flight "
+            f"groups for up to {timeout:g} s (--env.drain_timeout; press Ctrl-C again to cancel "
+            "them)",
+            file=sys.stderr,
+        )
+
+    def cancel(signum: int) -> None:
+        print(f"atropos_env {command}: cancelling in-flight groups", file=sys.stderr)
+
+    return {"on_drain": drain, "on_cancel": cancel}
+
+
+async def _cancel_after_drain(env_obj: Any, interruption: Interruption, work: Any) -> None:
+    """Once draining: take no new item, wait until no group is in flight (``process`` ends its
+    own loop), a second signal or the drain timeout, then cancel ``work``."""
+    await interruption.drain.wait()
+    env_obj.stop_taking_items()
+    with anyio.move_on_after(float(env_obj.config.drain_timeout)):
+        while env_obj.busy and not interruption.cancel.is_set():
+            with anyio.move_on_after(0.2):
+                await interruption.cancel.wait()
+    work.cancel()
+
+
+def _process_report(env_obj: Any) -> Path | None:
+    """Write the report of ``process``'s JSONL (atroposlib may have renamed it) if it exists.
+    Blocking."""
+    from hermes_atropos_env.report import write_process_report
+
+    groups = Path(env_obj.config.data_path_to_save_groups)
+    if not groups.is_file():
+        return None
+    return write_process_report(groups, env_obj.config.tokenizer_name)
 
 
 def run(argv: Sequence[str], wiring: Wiring) -> int:
@@ -224,26 +274,38 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
             f"(--env.total_steps, --env.group_size) into {env.data_path_to_save_groups}",
             file=sys.stderr,
         )
+    interruption = Interruption()
     try:
-        stopped_by = anyio.run(_run, command, env_obj)
+        report = anyio.run(_run, command, env_obj, interruption)
     except Exception as exc:
         _remove_empty(outputs)
         raise _user_error(command, env, root_error(exc)) from exc
-    if stopped_by is not None:
-        print(
-            f"atropos_env: stopped by signal {stopped_by}; sandboxes and model released",
-            file=sys.stderr,
-        )
-        return 128 + stopped_by
     if command == "process":
-        from hermes_atropos_env.report import write_process_report
-
-        groups = Path(env_obj.config.data_path_to_save_groups)
-        print(f"wrote {groups}", file=sys.stderr)
-        if groups.is_file():
-            report = write_process_report(groups, env.tokenizer_name)
+        print(f"wrote {env_obj.config.data_path_to_save_groups}", file=sys.stderr)
+        if report is not None:
             print(f"wrote {report}", file=sys.stderr)
-    return 0
+    if interruption.signum is None:
+        return 0
+    name = signal.Signals(interruption.signum).name
+    print(
+        f"atropos_env {command}: stopped by {name}; sandboxes and model released", file=sys.stderr
+    )
+    print(_next_time(command, env, env_obj), file=sys.stderr)
+    return interruption.exit_code or 0
+
+
+def _next_time(command: str, env: HermesAtroposEnvConfig, env_obj: Any) -> str:
+    """What to type to go on after an interrupted command (there is nothing to resume)."""
+    if command == "process":
+        done = int(env_obj.curr_step)
+        return (
+            f"interrupted after {done} of {env.total_steps} groups (kept above); to generate "
+            f"the other {env.total_steps - done}, run process again with --env.total_steps "
+            f"{env.total_steps - done} and another --env.seed (it writes a new file)"
+        )
+    if command == "serve":
+        return "to continue feeding the trainer, start serve again (groups are not resumed)"
+    return "to evaluate, run evaluate again (an interrupted evaluation writes no metrics)"
 
 
 def _new_outputs(command: str, env: HermesAtroposEnvConfig) -> list[Path]:
@@ -305,6 +367,9 @@ def main(argv: Sequence[str] | None = None, wiring: Wiring | None = None) -> int
         wiring = HermesWiring(Credentials.from_environ(os.environ))
     try:
         return run(args, wiring)
+    except KeyboardInterrupt:  # Ctrl-C before the run's signal policy was installed
+        print("atropos_env: interrupted before the run started", file=sys.stderr)
+        return interrupted_exit_code(signal.SIGINT)
     except Exception as exc:
         error = root_error(exc)
         if isinstance(error, ConfigError):

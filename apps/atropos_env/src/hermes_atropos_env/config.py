@@ -115,6 +115,11 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         default="drop",
         description="Sequences >= max_token_length: drop them or truncate (mask adjusted).",
     )
+    drain_timeout: float = Field(
+        default=120.0,
+        description="Seconds in-flight groups may take to finish after a first SIGINT/SIGTERM "
+        "before they are cancelled (a second signal cancels them at once).",
+    )
     seed: int = Field(default=0, description="Seed of item order and toolset sampling.")
     # training loop
     lora_adapter: str | None = Field(

@@ -65,6 +65,7 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         self.train_metrics = RolloutMetrics(prefix="train")
         self.metrics_history: list[dict[str, float]] = []
         self._sequence_limit = config.max_token_length
+        self._draining = False
 
     @classmethod
     def create(
@@ -107,6 +108,27 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         if tasks:
             await asyncio.wait(tasks, timeout=60)
 
+    def stop_taking_items(self) -> None:
+        """Drain: start no new group; those in flight finish (``process`` then ends its loop)."""
+        self._draining = True
+
+    @property
+    def busy(self) -> bool:
+        """Whether a group is still in flight (``process`` runs one at a time in its loop and
+        counts as busy until the loop ends)."""
+        if getattr(self, "process_mode", False):
+            return True
+        return any(not w.done() for w in [*self.workers, *self.eval_workers])
+
+    def close_output(self) -> None:
+        """Close ``process``'s JSONL writer (atroposlib closes it only when its loop ends)."""
+        if self.jsonl_writer is not None:
+            self.jsonl_writer.close()
+
+    async def add_train_workers(self) -> None:
+        if not self._draining:
+            await super().add_train_workers()
+
     async def env_manager(self) -> None:
         await self._with_source(super().env_manager)
 
@@ -137,6 +159,8 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
     async def get_next_item(self) -> Item | None:
         if self._items is None:
             raise RuntimeError("setup() has not run")
+        if self._draining:
+            return None
         if self.config.max_items is not None and self._items_taken >= self.config.max_items:
             return None
         item = next(self._items, None)
