@@ -6,7 +6,9 @@ downloaded: the directory must hold ``tokenizer.json`` / ``tokenizer_config.json
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,26 @@ from hermes_protocols import ConfigError
 
 from hermes_loop.chat_template import JinjaChatTemplate
 from hermes_loop.token_bytes import TokenBytes, hf_token_bytes
+
+#: what transformers logs at import time when PyTorch is missing: noise here, since a tokenizer
+#: needs no PyTorch
+TORCH_NOTICE = "PyTorch was not found"
+
+
+def _not_the_torch_notice(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(TORCH_NOTICE)
+
+
+@contextlib.contextmanager
+def without_torch_notice() -> Iterator[None]:
+    """Drop transformers' PyTorch notice while the block runs (a filter on its logger, removed
+    on exit); every other record passes."""
+    logger = logging.getLogger("transformers")
+    logger.addFilter(_not_the_torch_notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_the_torch_notice)
 
 
 class HFTokenizer:
@@ -50,7 +72,8 @@ class HFTokenizer:
         if not directory.is_dir():
             raise ConfigError(f"tokenizer directory {directory} does not exist")
         try:
-            from transformers import AutoTokenizer
+            with without_torch_notice():
+                from transformers import AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError("HFTokenizer needs transformers: install hermes-loop[hf]") from exc
         try:
