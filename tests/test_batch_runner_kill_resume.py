@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hermes_rollouts import DUPLICATE_WINDOW_S
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -144,14 +145,16 @@ def test_sigkill_at_random_points_then_resume_gives_each_id_exactly_once(
 def test_ctrl_c_stops_cleanly_writes_the_summary_and_says_how_to_resume(
     tmp_path: Path, presses: int
 ) -> None:
+    # a second press counts only after the duplicate window: rollouts outlast it
+    durations = "random.uniform(0.3, 0.6)" if presses == 1 else "random.uniform(2.0, 3.0)"
     script = tmp_path / "target.py"
-    script.write_text(TARGET.replace("random.uniform(0.02, 0.15)", "random.uniform(0.3, 0.6)"))
+    script.write_text(TARGET.replace("random.uniform(0.02, 0.15)", durations))
     run = tmp_path / "run"
     process = _start(script, run)
     _wait_for_progress(process, run, 0)
     for _ in range(presses):
         process.send_signal(signal.SIGINT)
-        time.sleep(0.05)
+        time.sleep(DUPLICATE_WINDOW_S + 0.2)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err.decode()
     message = err.decode()
@@ -164,6 +167,7 @@ def test_ctrl_c_stops_cleanly_writes_the_summary_and_says_how_to_resume(
     assert summary["counts"]["finished"] == _lines(run)
     if presses == 1:
         assert summary["session"]["cancelled_in_flight"] == 0
+    script.write_text(TARGET)  # the resume at full speed
     final = _start(script, run, "--resume")
     _, err = final.communicate(timeout=120)
     assert final.returncode == 0, err.decode()

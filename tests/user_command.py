@@ -26,7 +26,11 @@ def traversable_tmp() -> Iterator[Path]:
     path.chmod(0o755)
     try:
         yield path
-    finally:
+    finally:  # a failed run may have left its hosts' workspaces mounted: those go first
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+        for point in sorted((m.split()[4] for m in mounts), reverse=True):
+            if point.startswith(f"{path}/"):
+                subprocess.run(["umount", "-l", point], check=False, capture_output=True)
         shutil.rmtree(path, ignore_errors=True)
 
 

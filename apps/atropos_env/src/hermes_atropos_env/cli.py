@@ -40,6 +40,7 @@ from hermes_atropos_env.source import RolloutSourceFactory
 from hermes_atropos_env.validation import validate_config
 
 COMMANDS = ("serve", "process", "evaluate")
+Notice = Callable[[int], None]
 
 USAGE = """\
 usage: atropos_env {serve,process,evaluate} [--env.NAME VALUE ...] [--openai.NAME VALUE ...]
@@ -189,9 +190,11 @@ async def _run(command: str, env_obj: Any, interruption: Interruption) -> Path |
     ``--env.drain_timeout``), a second cancels them; the pool and the model are released inside
     the loop. ``process`` then writes its report (also when interrupted): its path."""
     timeout = float(env_obj.config.drain_timeout)
-    notices = _signal_notices(command, timeout)
+    on_drain, on_cancel = _signal_notices(command, timeout)
     async with anyio.create_task_group() as signals:
-        signals.start_soon(partial(watch_signals, interruption, **notices))
+        signals.start_soon(
+            partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
+        )
         try:
             async with anyio.create_task_group() as work:
                 work.start_soon(_cancel_after_drain, env_obj, interruption, work.cancel_scope)
@@ -210,7 +213,9 @@ async def _run(command: str, env_obj: Any, interruption: Interruption) -> Path |
     return report
 
 
-def _signal_notices(command: str, timeout: float) -> dict[str, Callable[[int], None]]:
+def _signal_notices(command: str, timeout: float) -> tuple[Notice, Notice]:
+    """What the command prints when a signal drains it and when a second one cancels it."""
+
     def drain(signum: int) -> None:
         print(
             f"atropos_env {command}: {signal.Signals(signum).name}: stopping: finishing in-flight "
@@ -222,7 +227,7 @@ def _signal_notices(command: str, timeout: float) -> dict[str, Callable[[int], N
     def cancel(signum: int) -> None:
         print(f"atropos_env {command}: cancelling in-flight groups", file=sys.stderr)
 
-    return {"on_drain": drain, "on_cancel": cancel}
+    return drain, cancel
 
 
 async def _cancel_after_drain(env_obj: Any, interruption: Interruption, work: Any) -> None:

@@ -47,6 +47,7 @@ from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
+Notice = Callable[[int], None]
 
 
 @attrs.frozen(slots=True)
@@ -86,7 +87,7 @@ def _recover_all(paths: RunPaths) -> tuple[frozenset[str], list[Recovery]]:
     return frozenset(done), recoveries
 
 
-def _signal_notices(console: Console) -> dict[str, Callable[[int], None]]:
+def _signal_notices(console: Console) -> tuple[Notice, Notice]:
     """What the run prints when a signal drains it and when a second one cancels it."""
 
     def drain(signum: int) -> None:
@@ -97,7 +98,7 @@ def _signal_notices(console: Console) -> dict[str, Callable[[int], None]]:
     def cancel(signum: int) -> None:
         console.print("[yellow]cancelling in-flight rollouts[/]")
 
-    return {"on_drain": drain, "on_cancel": cancel}
+    return drain, cancel
 
 
 def write_report_html(paths: RunPaths, *, title: str, console: Console | None = None) -> None:
@@ -159,7 +160,10 @@ async def run_batch(
     interruption = Interruption()
     async with anyio.create_task_group() as tg:
         if handle_signals:
-            tg.start_soon(partial(watch_signals, interruption, **_signal_notices(console)))
+            on_drain, on_cancel = _signal_notices(console)
+            tg.start_soon(
+                partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
+            )
         result = await _run_batch(
             config,
             paths,
