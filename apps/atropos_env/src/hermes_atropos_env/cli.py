@@ -204,13 +204,24 @@ async def _run(command: str, env_obj: Any, interruption: Interruption) -> Path |
             if not interruption.drain.is_set():
                 raise
             # what the stop cut short (e.g. run-api stopped with us) is no error of the run
-            print(f"atropos_env {command}: while stopping: {root_error(exc)}", file=sys.stderr)
+            error = _last_attempt(root_error(exc))
+            print(
+                f"atropos_env {command}: while stopping: {type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
         report = None
         if command == "process":
             env_obj.close_output()
             report = await anyio.to_thread.run_sync(_process_report, env_obj)
         signals.cancel_scope.cancel()
     return report
+
+
+def _last_attempt(error: BaseException) -> BaseException:
+    """The error of the last try behind atroposlib's retries (tenacity's ``RetryError``)."""
+    attempt = getattr(error, "last_attempt", None)
+    inner = attempt.exception() if attempt is not None else None
+    return inner if isinstance(inner, BaseException) else error
 
 
 def _signal_notices(command: str, timeout: float) -> tuple[Notice, Notice]:
