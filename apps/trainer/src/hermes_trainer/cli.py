@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import attrs
 from hermes_protocols import ConfigError, HermesError
-from hermes_rollouts import CommandParser, environments_text, json_object_option, root_error
+from hermes_rollouts import (
+    CommandParser,
+    Interruption,
+    environments_text,
+    interrupted_exit_code,
+    json_object_option,
+    root_error,
+    watch_signals,
+)
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -218,9 +228,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             highlight=False,
         )
 
+    interruption = Interruption()
+
+    def on_drain(signum: int) -> None:
+        console.print(
+            "[yellow]stopping: finishing the current step (press Ctrl-C again to cancel it)[/]"
+        )
+
+    def on_cancel(signum: int) -> None:
+        console.print("[yellow]cancelling the current step[/]")
+
+    async def run() -> list[StepMetrics]:
+        """The training under the signal policy, release of the model and sandboxes included."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
+            )
+            history = await train(
+                config, on_step=on_step, on_eval=on_eval, interruption=interruption
+            )
+            tg.cancel_scope.cancel()
+        return history
+
     try:
         with progress:
-            history = anyio.run(lambda: train(config, on_step=on_step, on_eval=on_eval))
+            history = anyio.run(run)
+    except KeyboardInterrupt:  # Ctrl-C before the signal policy was installed
+        console.print("[yellow]interrupted before the first step[/]")
+        return interrupted_exit_code(signal.SIGINT)
     except Exception as exc:
         error = root_error(exc)
         if isinstance(error, ConfigError):
@@ -230,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         console.print(f"[red]error:[/] {type(error).__name__}: {error}", highlight=False)
         return EXIT_FAILED
-    if len(history) < config.steps:
+    if len(history) < config.steps and interruption.signum is None:
         console.print(f"the source ran out after {len(history)} steps", highlight=False)
     saved = [m.weights for m in history if m.weights is not None]
     console.print(
@@ -238,4 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"weights: {saved[-1] if saved else 'none (no step updated)'}",
         highlight=False,
     )
+    if interruption.signum is not None:
+        console.print(
+            f"[yellow]stopped by {signal.Signals(interruption.signum).name} after "
+            f"{len(history)} of {config.steps} steps; model and sandboxes released.[/] The "
+            "trainer does not resume: run it again for more steps (from the base weights)",
+            highlight=False,
+        )
+        return interruption.exit_code or EXIT_OK
     return EXIT_OK

@@ -20,7 +20,7 @@ import anyio.to_thread
 import attrs
 from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_protocols import Environment
-from hermes_rollouts import reference_slug
+from hermes_rollouts import Interruption, reference_slug
 
 from hermes_trainer.atropos_feed import open_atropos_feed
 from hermes_trainer.config import ENDLESS, TrainConfig
@@ -186,26 +186,41 @@ async def train(
     *,
     on_step: StepCallback | None = None,
     on_eval: EvalCallback | None = None,
+    interruption: Interruption | None = None,
 ) -> list[StepMetrics]:
     """Run up to ``config.steps`` steps into ``config.output`` (fewer when the source runs
     out; with ``eval_items``, an evaluation of the base weights before and of the trained
-    ones after); return every step's metrics."""
+    ones after); return every step's metrics. With ``interruption``
+    (:mod:`hermes_rollouts.signal_policy`), a drain ends the run after the current step (the
+    trained weights are not evaluated) and a cancel cuts the current step short."""
+    stop = interruption if interruption is not None else Interruption()
     async with open_trainer(config) as trainer:
-        if config.eval_items:
-            before = await trainer.evaluate("base")
-            if on_eval is not None:
-                on_eval(before)
-        for step in range(1, config.steps + 1):
-            metrics = await trainer.step(step)
-            if metrics is None:
-                break
-            if on_step is not None:
-                on_step(metrics)
-        if config.eval_items:
-            after = await trainer.evaluate("trained")
-            if on_eval is not None:
-                on_eval(after)
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as work:
+                tg.start_soon(_cancel_when_set, stop.cancel, work)
+                if config.eval_items:
+                    before = await trainer.evaluate("base")
+                    if on_eval is not None:
+                        on_eval(before)
+                for step in range(1, config.steps + 1):
+                    if stop.drain.is_set():
+                        break
+                    metrics = await trainer.step(step)
+                    if metrics is None:
+                        break
+                    if on_step is not None:
+                        on_step(metrics)
+                if config.eval_items and not stop.drain.is_set():
+                    after = await trainer.evaluate("trained")
+                    if on_eval is not None:
+                        on_eval(after)
+            tg.cancel_scope.cancel()
         return trainer.history
+
+
+async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 def _title(config: TrainConfig) -> str:
