@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from hermes_sandbox.backends.cgroups import host_cgroups, subtree_for
 
 ROOT = Path(__file__).resolve().parent.parent
 NUL = b"\0"
@@ -86,8 +87,8 @@ class UserCommand:
             self.process.wait(timeout=30)
 
     def leftovers(self, settle_s: float = 2.0) -> list[str]:
-        """Processes (bwrap hosts and their children), mounts and host directories of this
-        run still present, after up to ``settle_s`` for exits to be reaped."""
+        """Processes (bwrap hosts and their children), mounts, host directories and host
+        cgroups of this run still present, after up to ``settle_s`` for exits to be reaped."""
         deadline = time.monotonic() + settle_s
         while True:
             found = self._leftovers()
@@ -109,4 +110,6 @@ class UserCommand:
         found += [f"mount {line}" for line in mounts if str(self.tmp) in line]
         for hosts in self.tmp.glob("hermes-sandbox-*/bwrap"):
             found += [f"host dir {h}" for h in hosts.iterdir() if not h.name.startswith(".")]
+            subtree = subtree_for(str(hosts))
+            found += [f"cgroup {s}/{h}" for s, h in host_cgroups() if s == subtree]
         return found

@@ -321,7 +321,10 @@ def _next_time(command: str, env: HermesAtroposEnvConfig, env_obj: Any) -> str:
         )
     if command == "serve":
         return "to continue feeding the trainer, start serve again (groups are not resumed)"
-    return "to evaluate, run evaluate again (an interrupted evaluation writes no metrics)"
+    return (
+        "the evaluation was cut short: its metrics cover the items done; run evaluate again "
+        "for the whole split"
+    )
 
 
 def _new_outputs(command: str, env: HermesAtroposEnvConfig) -> list[Path]:

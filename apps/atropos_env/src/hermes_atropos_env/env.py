@@ -66,6 +66,7 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
         self.metrics_history: list[dict[str, float]] = []
         self._sequence_limit = config.max_token_length
         self._draining = False
+        self._serving = False
 
     @classmethod
     def create(
@@ -114,9 +115,9 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
 
     @property
     def busy(self) -> bool:
-        """Whether a group is still in flight (``process`` runs one at a time in its loop and
-        counts as busy until the loop ends)."""
-        if getattr(self, "process_mode", False):
+        """Whether a group is still in flight. ``process`` and ``evaluate`` run one group at a
+        time in their own loop, which ends once draining: busy until then."""
+        if not self._serving:
             return True
         return any(not w.done() for w in [*self.workers, *self.eval_workers])
 
@@ -130,6 +131,7 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
             await super().add_train_workers()
 
     async def env_manager(self) -> None:
+        self._serving = True
         await self._with_source(super().env_manager)
 
     async def process_manager(self) -> None:
@@ -271,6 +273,8 @@ class HermesAtroposEnv(BaseEnv):  # type: ignore[misc]
             token_mode=self.inference.token_mode,
         )
         for _, item in zip(range(limit), items, strict=False):
+            if self._draining:  # interrupted: the metrics cover the items done
+                break
             rollouts = await self.source.run_group(item, 1)
             outcome = build_group(
                 rollouts,
