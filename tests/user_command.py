@@ -4,6 +4,7 @@ as it comes, find what it left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from hermes_sandbox.backends.cgroups import host_cgroups, subtree_for
+from hermes_sandbox.backends.cgroups import host_cgroups, remove_host_cgroups, subtree_for
 
 ROOT = Path(__file__).resolve().parent.parent
 NUL = b"\0"
@@ -27,12 +28,34 @@ def traversable_tmp() -> Iterator[Path]:
     path.chmod(0o755)
     try:
         yield path
-    finally:  # a failed run may have left its hosts' workspaces mounted: those go first
+    finally:  # a failed run may have left hosts running, mounted, with cgroups: those go first
+        for pid in _processes_naming(path):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
         for point in sorted((m.split()[4] for m in mounts), reverse=True):
             if point.startswith(f"{path}/"):
                 subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+        subtrees = {subtree_for(str(root)) for root in path.glob("hermes-sandbox-*/bwrap")}
+        for subtree, host in host_cgroups():
+            if subtree in subtrees:
+                with contextlib.suppress(OSError):
+                    remove_host_cgroups(subtree, host)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _processes_naming(path: Path) -> dict[int, str]:
+    """``{pid: command line}`` of the processes whose command line names ``path``."""
+    needle = str(path).encode()
+    found: dict[int, str] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline:
+            found[int(pid)] = repr(cmdline.replace(NUL, b" ")[:200])
+    return found
 
 
 class UserCommand:
@@ -97,15 +120,7 @@ class UserCommand:
             time.sleep(0.2)
 
     def _leftovers(self) -> list[str]:
-        needle = str(self.tmp).encode()
-        found: list[str] = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if needle in cmdline:
-                found.append(f"process {pid}: {cmdline.replace(NUL, b' ')[:200]!r}")
+        found = [f"process {pid}: {line}" for pid, line in _processes_naming(self.tmp).items()]
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
         found += [f"mount {line}" for line in mounts if str(self.tmp) in line]
         for hosts in self.tmp.glob("hermes-sandbox-*/bwrap"):
