@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from hermes_envs.prefill import demonstration_path
+from hermes_rollouts import demonstration_path
 
 from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec

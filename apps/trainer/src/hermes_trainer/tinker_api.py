@@ -27,8 +27,6 @@ import anyio.to_thread
 import attrs
 import numpy as np
 import tinker
-from hermes_loop import HFTokenizer, ModelHandle, TokenModel
-from hermes_loop.end_ids import resolve_end_ids
 from hermes_protocols import (
     BackendError,
     FinishReason,
@@ -36,7 +34,7 @@ from hermes_protocols import (
     SamplingParams,
     ToolCallParser,
 )
-from hermes_rollouts import ModelOpener
+from hermes_rollouts import ModelHandle, ModelOpener, TokenizerDir
 from tinker import types
 
 from hermes_trainer.grpo import Objective, TrainGroup
@@ -246,18 +244,17 @@ def tinker_model(run: TinkerRun) -> ModelOpener:
     @asynccontextmanager
     async def opener(parser: ToolCallParser) -> AsyncIterator[ModelHandle]:
         spec = run.spec
-        tokenizer = await HFTokenizer.load(spec.tokenizer_dir)
-        template = tokenizer.chat_template
-        end_ids = resolve_end_ids(tokenizer, template, directory=spec.tokenizer_dir)
+        tokenizer = await TokenizerDir.load(spec.tokenizer_dir)
         with anyio.fail_after(spec.timeout_s), tinker_errors("save_weights_for_sampler"):
             saved = await (
                 await run.training.save_weights_for_sampler_async(name="step-00000")
             ).result_async()
             client = await run.service.create_sampling_client_async(model_path=saved.path)
-        sampler = TinkerSampler(run.service, client, stop_ids=end_ids, timeout_s=spec.timeout_s)
-        model = TokenModel(sampler, tokenizer, template, parser, end_token_ids=end_ids)
-        yield ModelHandle(
-            model, f"tinker:{spec.base_model}", tokenizer, template, None, sampler.use
+        sampler = TinkerSampler(
+            run.service, client, stop_ids=tokenizer.end_ids, timeout_s=spec.timeout_s
+        )
+        yield tokenizer.model(
+            sampler, parser, name=f"tinker:{spec.base_model}", load_lora=sampler.use
         )
 
     return opener
