@@ -25,6 +25,7 @@ from hermes_protocols import (
     Item,
     Message,
     RewardContext,
+    SandboxError,
     Score,
     ScoredRollout,
     StopReason,
@@ -106,6 +107,52 @@ async def test_hanging_verifier_hits_its_timeout(
     assert rollout.failure.phase == "verify"
     assert "PhaseTimeout" in rollout.failure.message
     assert rollout.failure.attempts == 2
+    assert not pool.busy
+
+
+class _FailingVerifier(EndlessTerminalsEnv):
+    """``verify`` raises ``error`` (after checking the workspace, as a real verifier would)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(EndlessTerminalsConfig(families=("sort_unique",)))
+        self.error = error
+        self.calls = 0
+
+    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
+        self.calls += 1
+        await ctx.exec("true", timeout=10)
+        raise self.error
+
+
+async def test_a_bug_in_verify_fails_the_run_loudly(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _FailingVerifier(ValueError("bad reward arithmetic"))
+    item = _item(env)
+    runner = RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets, config=FAST
+    )
+    with pytest.raises(ValueError, match="bad reward arithmetic"):
+        await runner.run_rollout(item, toolsets)
+    assert env.calls == 1  # not retried
+    assert not pool.busy  # the slot is released all the same
+
+
+async def test_a_sandbox_error_in_verify_is_retried_then_reported(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _FailingVerifier(SandboxError("the host died"))
+    item = _item(env)
+    runner = RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets, config=FAST
+    )
+    rollout = await runner.run_rollout(item, toolsets)
+    assert env.calls == 3
+    assert rollout.score is None
+    assert rollout.failure is not None
+    assert rollout.failure.kind is FailureKind.INFRASTRUCTURE
+    assert (rollout.failure.phase, rollout.failure.attempts) == ("verify", 3)
+    assert "SandboxError: the host died" in rollout.failure.message
     assert not pool.busy
 
 

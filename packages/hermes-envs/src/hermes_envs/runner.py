@@ -1,11 +1,12 @@
 """The rollout runner: item -> slot -> setup -> agent -> verify (same slot) -> release.
 
 One rollout is one structured unit with a timeout per phase. Infrastructure failures (slot
-died, backend down, a phase timed out, setup or verification crashed) are retried in a fresh
-slot up to ``RunnerConfig.max_attempts`` and then reported as
-``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0. An item that brings
-its own image (``ImageEnvironment.image_for``) gets a slot running it from an
-``ImageSlotPool``; an image that cannot be had fails that item as infrastructure.
+died, backend down, a phase timed out, setup or verification raised a ``HermesError``) are
+retried in a fresh slot up to ``RunnerConfig.max_attempts`` and then reported as
+``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0. Any other exception
+(a ``ValueError`` in an environment's ``verify``) is a bug: it propagates and ends the run.
+An item that brings its own image (``ImageEnvironment.image_for``) gets a slot running it from
+an ``ImageSlotPool``; an image that cannot be had fails that item as infrastructure.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from hermes_protocols import (
     ConfigError,
     Environment,
     FailureKind,
+    HermesError,
     Item,
     RolloutFailure,
     Score,
@@ -404,9 +406,7 @@ class _PhaseClock:
         start = time.perf_counter()
         try:
             return await work
-        except _InfraFailure:
-            raise
-        except Exception as exc:
+        except HermesError as exc:  # a sandbox or backend failing; anything else is a bug
             raise _InfraFailure(name, _describe(exc)) from exc
         finally:
             self.timings[f"{name}_s"] = time.perf_counter() - start
