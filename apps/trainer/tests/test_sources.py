@@ -95,7 +95,7 @@ def test_contradictory_options_are_refused() -> None:
         TrainConfig(output=Path("o"), atropos_url="http://x", trajectories=(Path("t"),))
     with pytest.raises(ValueError, match="live sampler only"):
         TrainConfig(output=Path("o"), trajectories=(Path("t"),), eval_items=2)
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(ValueError, match="--temperature"):
         TrainConfig(output=Path("o"), temperature=0.0)
 
 

@@ -22,6 +22,7 @@ from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import config_record, train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import Evaluation, StepMetrics
+from hermes_trainer.preflight import check_run
 from hermes_trainer.tinker_api import DEFAULT_TIMEOUT_S, TinkerSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
@@ -200,10 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         config = config_from_args(args)
+        check_run(config)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return EXIT_CONFIG
-    config.output.mkdir(parents=True, exist_ok=True)
     (config.output / "run.json").write_text(json.dumps(config_record(config), indent=2) + "\n")
     console.print(f"training run -> {config.output}", highlight=False)
     progress = Progress(
