@@ -40,6 +40,7 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             ["--atropos-url", f"http://127.0.0.1:{_free_port()}", *run],
             "--atropos-url",
         ),
+        "group size 1": (["--group-size", "1", *run], "--group-size"),
         "adapter dir missing": (["--adapter", str(tmp / "no/dir/a.gguf"), *run], "--adapter"),
         "adapter dir read-only": (["--adapter", "/sys/adapter.gguf", *run], "--adapter"),
     }
@@ -52,6 +53,7 @@ CASES = (
     "output read-only",
     "missing run dir",
     "unreachable run-api",
+    "group size 1",
     "adapter dir missing",
     "adapter dir read-only",
 )

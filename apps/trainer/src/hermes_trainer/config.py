@@ -51,7 +51,8 @@ class TrainConfig:
     ``difficulties`` are ``endless_terminals``' (ignored for any other environment).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
     held-out tasks (``group_size`` rollouts each) are run before and after training (live
-    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``.
+    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``; ``grpo``
+    with the live source needs groups of 2 or more.
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
     local learner (live source, temperature 1). Every error is a ``ConfigError`` naming the
     command-line option."""
@@ -98,6 +99,11 @@ class TrainConfig:
             raise ConfigError(f"--objective must be grpo or sft, got {self.objective!r}")
         if not self.temperature > 0:
             raise ConfigError(f"--temperature must be > 0, got {self.temperature}")
+        if live and self.objective == "grpo" and self.group_size < 2:
+            raise ConfigError(
+                "--group-size must be >= 2 for GRPO: a rollout's advantage is its reward "
+                "against its group's, so a group of 1 never trains (--objective sft can)"
+            )
         if self.tinker is not None and not live:
             raise ConfigError(
                 "the Tinker API samples its own groups: no --atropos-url or --trajectories"
