@@ -1,0 +1,70 @@
+"""The checks of a run's paths and sources, in seconds, before anything loads (the weights, the
+model, a sandbox): each failure one :class:`ConfigError` naming the option to change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+from hermes_protocols import ConfigError
+
+from hermes_trainer.config import TrainConfig
+from hermes_trainer.trajectories import check_readable
+
+#: seconds to wait for a source's server to accept a connection
+CONNECT_TIMEOUT_S = 10.0
+
+
+def check_run(config: TrainConfig) -> None:
+    """Check the sources (trajectory files readable, servers reachable) and ``--adapter``'s
+    directory, then create ``--output`` and prove it writable (nothing is created when an
+    earlier check fails)."""
+    check_readable(config.trajectories)
+    if config.atropos_url:
+        _reachable(config.atropos_url, "--atropos-url")
+    if config.tinker is not None and config.tinker.url:
+        _reachable(config.tinker.url, "--tinker-url")
+    if config.adapter is not None:
+        _adapter(config.adapter)
+    _output(config.output)
+
+
+def _reachable(url: str, option: str) -> None:
+    """Any HTTP answer will do: the server's own errors come with its first request."""
+    try:
+        httpx.get(url, timeout=CONNECT_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise ConfigError(
+            f"{option} {url}: {type(exc).__name__}: {exc}; start the server or fix {option}"
+        ) from exc
+
+
+def _adapter(adapter: Path) -> None:
+    directory = adapter.parent
+    if adapter.is_dir():
+        raise ConfigError(f"--adapter {adapter} is a directory; name the adapter file in it")
+    if not directory.is_dir():
+        raise ConfigError(f"--adapter {adapter}: directory {directory} does not exist")
+    _writable(directory, "--adapter")
+
+
+def _output(output: Path) -> None:
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise ConfigError(f"--output {output} is a file; choose a directory") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot create --output {output}: {exc.strerror}") from exc
+    _writable(output, "--output")
+
+
+def _writable(directory: Path, option: str) -> None:
+    probe = directory / f".write-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"{option}: cannot write in {directory}: {exc.strerror}; choose another {option}"
+        ) from exc
