@@ -14,8 +14,9 @@ import pytest
 pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX)
 
 TRAINER = Path(__file__).resolve().parents[1]
-#: a process that loads nothing answers in seconds; loading the weights alone takes 70 s here
-QUICK_S = 20.0
+#: a process that loads nothing answers in seconds (a source gets 10 s to listen); loading the
+#: weights alone takes 70 s here
+QUICK_S = 30.0
 
 
 def _free_port() -> int:

@@ -4,6 +4,7 @@ model, a sandbox): each failure one :class:`ConfigError` naming the option to ch
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import httpx
@@ -12,7 +13,7 @@ from hermes_protocols import ConfigError
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.trajectories import check_readable
 
-#: seconds to wait for a source's server to accept a connection
+#: seconds to wait for a source's server to listen and to answer
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -31,13 +32,23 @@ def check_run(config: TrainConfig) -> None:
 
 
 def _reachable(url: str, option: str) -> None:
-    """Any HTTP answer will do: the server's own errors come with its first request."""
-    try:
-        httpx.get(url, timeout=CONNECT_TIMEOUT_S)
-    except httpx.HTTPError as exc:
+    """Any HTTP answer will do: the server's own errors come with its first request. A server
+    started just before the trainer (``run-api &``) gets ``CONNECT_TIMEOUT_S`` to listen."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            httpx.get(url, timeout=CONNECT_TIMEOUT_S)
+            return
+        except httpx.ConnectError as exc:
+            if time.monotonic() < deadline:
+                time.sleep(0.25)
+                continue
+            error: httpx.HTTPError = exc
+        except httpx.HTTPError as exc:
+            error = exc
         raise ConfigError(
-            f"{option} {url}: {type(exc).__name__}: {exc}; start the server or fix {option}"
-        ) from exc
+            f"{option} {url}: {type(error).__name__}: {error}; start the server or fix {option}"
+        ) from error
 
 
 def _adapter(adapter: Path) -> None:
