@@ -4,8 +4,10 @@ A test is ``slow`` when it loads the real model, starts a server, a container or
 cluster, uses the trainer's dependencies, or takes more than ``SLOW_S`` seconds; ``nox -s
 unit`` runs the others (``-m "not slow"``, docs/testing.md). A test that uses one of
 ``SLOW_FIXTURES`` is marked ``slow`` here, so a new one cannot forget; ``xdist_group`` keeps
-the tests of one shared server on one worker, so ``nox -s tests`` starts it once, and workers
-get the slow tests first, so no long test starts last. Every run ends by naming the unmarked
+the tests of one shared server on one worker, so ``nox -s tests`` starts it once; tests marked
+``big_memory`` share one worker too, so two of them (7.6 GB for the JAX trainer's, 9.5 GB for
+the Tinker engine's JIT compilation) never run together on a 24 GB machine; and workers get the
+slow tests first, so no long test starts last. Every run ends by naming the unmarked
 tests that took longer than ``SLOW_S``.
 """
 
@@ -38,6 +40,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group(name))
+        if item.get_closest_marker("big_memory"):
+            item.add_marker(pytest.mark.xdist_group("big_memory"))
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
 

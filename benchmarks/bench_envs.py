@@ -1,8 +1,8 @@
 """hermes-envs: rollout-runner overhead and real endless_terminals rollouts on bwrap.
 
 1. Overhead: 2,000 rollouts (concurrency 200) of a no-op environment on an in-memory pool with
-   an agent that returns at once, through ``RolloutRunner.run_items`` versus a hand-written
-   baseline doing the same acquire/setup/agent/verify/release calls in a plain task group.
+   an agent that returns at once, through ``RolloutRunner.run_rollout`` in a task group versus
+   a hand-written baseline doing the same acquire/setup/agent/verify/release calls in one.
 2. Real rollouts: oracle rollouts of every endless_terminals family on the bwrap pool with the
    real terminal tool; the runner's own share is the wall time not spent in a phase.
 """
@@ -124,14 +124,23 @@ class _Toolset:
 
 async def _runner_once() -> float:
     env, pool = _NoopEnv(), _MemPool(CONCURRENCY)
-    runner = RolloutRunner(env, pool, _InstantAgent(), [_Toolset()])
+    toolsets = [_Toolset()]
+    runner = RolloutRunner(env, pool, _InstantAgent(), toolsets)
+    limiter = anyio.CapacityLimiter(CONCURRENCY)
+    rewards: list[float] = []
+
+    async def one(item: Item) -> None:
+        async with limiter:
+            rollout = await runner.run_rollout(item, toolsets)
+        assert rollout.score is not None
+        rewards.append(rollout.score.reward)
+
     start = time.perf_counter()
-    summary = await runner.run_items(
-        itertools.islice(env.items(seed=0), ROLLOUTS), concurrency=CONCURRENCY
-    )
+    async with anyio.create_task_group() as tg:
+        for item in itertools.islice(env.items(seed=0), ROLLOUTS):
+            tg.start_soon(one, item)
     elapsed = time.perf_counter() - start
-    assert summary.scored == ROLLOUTS
-    assert summary.mean_reward == 1.0
+    assert rewards == [1.0] * ROLLOUTS
     return elapsed
 
 
@@ -186,11 +195,10 @@ async def _bwrap_rollouts(root: Path) -> list[ScoredRollout]:
     ) as pool:
         for item in items:  # one runner per item: the oracle is item-specific
             agent = _OracleAgent({str(env.prompt(item)[-1].content): env.oracle_solution(item)})
-            runner = RolloutRunner(
-                env, pool, agent, list(default_toolsets().values()), config=RunnerConfig()
-            )
+            toolsets = list(default_toolsets().values())
+            runner = RolloutRunner(env, pool, agent, toolsets, config=RunnerConfig())
             start = time.perf_counter()
-            [rollout] = await runner.run_group(item)
+            rollout = await runner.run_rollout(item, toolsets)
             out.append(rollout)
             rollout.metadata["wall_s"] = time.perf_counter() - start
     return out
@@ -214,14 +222,14 @@ def main() -> None:
     walls = [float(r.metadata["wall_s"]) for r in rollouts]
     own = [float(r.metadata["wall_s"]) - sum(r.timings.values()) for r in rollouts]
     body = f"""
-Overhead of `RolloutRunner.run_items` ({ROLLOUTS} rollouts, concurrency {CONCURRENCY},
+Overhead of `RolloutRunner.run_rollout` ({ROLLOUTS} rollouts, concurrency {CONCURRENCY},
 in-memory pool, no-op environment, instant agent; median of {REPEATS} runs) against a
-hand-written task group doing the same calls:
+hand-written task group doing the same calls (both in a task group, under one limiter):
 
 | | total (s) | per rollout (us) |
 |---|---|---|
 | hand-written baseline | {b_med:.3f} | {per_b:.0f} |
-| `RolloutRunner.run_items` | {r_med:.3f} | {per_r:.0f} |
+| `RolloutRunner.run_rollout` | {r_med:.3f} | {per_r:.0f} |
 | ratio runner / baseline | {r_med / b_med:.2f}x | +{per_r - per_b:.0f} us |
 
 Real oracle rollouts of endless_terminals on the bwrap pool with the real `terminal` tool

@@ -20,11 +20,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from hermes_atropos_env.trainer import (
-    batch_problems,
-    pull_batch,
-    register_trainer,
-)
+from hermes_atropos_env.trainer import batch_problems
+from hermes_rollouts import pull_batch, register_trainer
 
 from tests.processes import background_process, clean_env, free_port, wait_http
 

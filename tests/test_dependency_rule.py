@@ -1,5 +1,7 @@
 """The dependency rule: packages meet only through hermes_protocols, and none of them imports
-the assembly layer hermes_rollouts (import-linter contracts).
+the assembly layer hermes_rollouts; apps reach the packages only through hermes_rollouts
+(plus hermes_protocols and hermes_report), and no app imports another (import-linter
+contracts).
 
 The contracts live in the root pyproject.toml; this test runs them on the real tree and on a
 copy with one violating module, to show the check can fail.
@@ -18,6 +20,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["protocols", "parsers", "loop", "sandbox", "envs", "report", "rollouts"]
+#: source directory of each module import-linter checks
+SOURCES = {
+    **{f"hermes_{name}": f"packages/hermes-{name}/src/hermes_{name}" for name in PACKAGES},
+    "hermes_atropos_env": "apps/atropos_env/src/hermes_atropos_env",
+    "hermes_batch_runner": "apps/batch_runner/src/hermes_batch_runner",
+    "hermes_trainer": "apps/trainer/src/hermes_trainer",
+}
 
 
 def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
@@ -40,29 +49,37 @@ def _lint_imports(src_root: Path) -> subprocess.CompletedProcess[str]:
 
 def _copy_sources(tmp_path: Path) -> Path:
     src_root = tmp_path / "src"
-    for name in PACKAGES:
-        shutil.copytree(
-            ROOT / f"packages/hermes-{name}/src/hermes_{name}", src_root / f"hermes_{name}"
-        )
+    for module, source in SOURCES.items():
+        shutil.copytree(ROOT / source, src_root / module)
     return src_root
 
 
 def test_real_tree_keeps_the_rule(tmp_path: Path) -> None:
     result = _lint_imports(_copy_sources(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 3 kept, 0 broken." in result.stdout
+    assert "Contracts: 6 kept, 0 broken." in result.stdout
 
 
 @pytest.mark.parametrize(
     ("importer", "imported"),
-    [("loop", "parsers"), ("protocols", "envs"), ("report", "loop"), ("envs", "rollouts")],
+    [
+        ("hermes_loop", "hermes_parsers"),
+        ("hermes_protocols", "hermes_envs"),
+        ("hermes_report", "hermes_loop"),
+        ("hermes_envs", "hermes_rollouts"),
+        ("hermes_batch_runner", "hermes_loop"),
+        ("hermes_atropos_env", "hermes_sandbox"),
+        ("hermes_trainer", "hermes_envs"),
+        ("hermes_trainer", "hermes_atropos_env"),
+        ("hermes_rollouts", "hermes_batch_runner"),
+    ],
 )
-def test_a_sibling_import_breaks_the_check(tmp_path: Path, importer: str, imported: str) -> None:
+def test_a_forbidden_import_breaks_the_check(tmp_path: Path, importer: str, imported: str) -> None:
     src_root = _copy_sources(tmp_path)
-    (src_root / f"hermes_{importer}" / "_violation.py").write_text(f"import hermes_{imported}\n")
+    (src_root / importer / "_violation.py").write_text(f"import {imported}\n")
     result = _lint_imports(src_root)
     assert result.returncode != 0
-    assert f"hermes_{importer}._violation -> hermes_{imported}" in result.stdout
+    assert f"{importer}._violation -> {imported}" in result.stdout
 
 
 def test_the_example_plugin_is_imported_by_nothing_in_the_workspace() -> None:

@@ -68,8 +68,7 @@ async def _run(task: Path, pool: SandboxPool, agent: object) -> ScoredRollout:
     [item] = list(env.items(seed=0))
     toolsets = list(default_toolsets().values())
     runner = RolloutRunner(env, pool, agent, toolsets, config=CONFIG)  # type: ignore[arg-type]
-    [rollout] = await runner.run_group(item)
-    return rollout
+    return await runner.run_rollout(item, toolsets)
 
 
 async def test_the_image_task_toml_names_is_run_with_the_workspace_at_app(

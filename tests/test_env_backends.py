@@ -122,8 +122,12 @@ def _environment(name: str, options: dict[str, Any], scratch: Path) -> Environme
 async def _scores(env: Environment, item: Item, pool: SandboxPool) -> list[Any]:
     toolsets = list(default_toolsets().values())
     oracle = OracleAgent(env.oracle_solution(item))  # type: ignore[attr-defined]
-    [solved] = await RolloutRunner(env, pool, oracle, toolsets, config=CONFIG).run_group(item)
-    [idle] = await RolloutRunner(env, pool, IdleAgent(), toolsets, config=CONFIG).run_group(item)
+    solved = await RolloutRunner(env, pool, oracle, toolsets, config=CONFIG).run_rollout(
+        item, toolsets
+    )
+    idle = await RolloutRunner(env, pool, IdleAgent(), toolsets, config=CONFIG).run_rollout(
+        item, toolsets
+    )
     return [solved, idle, oracle.output]
 
 

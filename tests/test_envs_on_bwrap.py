@@ -118,10 +118,14 @@ async def _check(env: Any, item: Item, pool: SandboxPool) -> None:
     assert isinstance(env, Environment)
     assert isinstance(env, HasOracle)
     toolsets = list(default_toolsets().values())
-    [solved] = await RolloutRunner(env, pool, oracle, toolsets, config=CONFIG).run_group(item)
+    solved = await RolloutRunner(env, pool, oracle, toolsets, config=CONFIG).run_rollout(
+        item, toolsets
+    )
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0, (solved.score.details, oracle.output[-2000:])
-    [idle] = await RolloutRunner(env, pool, IdleAgent(), toolsets, config=CONFIG).run_group(item)
+    idle = await RolloutRunner(env, pool, IdleAgent(), toolsets, config=CONFIG).run_rollout(
+        item, toolsets
+    )
     assert idle.score is not None, idle.failure
     assert idle.score.reward == 0.0, idle.score.details
 

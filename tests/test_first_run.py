@@ -1,12 +1,16 @@
 """The README's main command, run the way a newcomer runs it: a clean clone of this commit under
 a directory nobody else may enter (as root: /root is mode 700), then the command exactly as the
-README writes it. A crash (e.g. a llama.cpp build that dies on this CPU), a sandbox that cannot
-start, or an agent that never acts turns this red.
+README writes it; and the README's whole set-up (what to install first, uv where PEP 668 refuses
+``pip install``) typed by a second, non-root user in a login shell, on a fresh clone in a mode-700
+home, with no cache of root's. A crash (e.g. a llama.cpp build that dies on this CPU), a sandbox
+that cannot start, or an agent that never acts turns this red.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -26,6 +30,14 @@ def readme_main_command() -> str:
     assert block is not None, "README.md has no ```bash block"
     line = block.group(1).splitlines()[0]
     return line.split("#", 1)[0].strip()
+
+
+def readme_prerequisites() -> str:
+    """The README's "before the first line" command for Debian and Ubuntu."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"`(apt-get update && apt-get install -y [^`]+)`", text)
+    assert found is not None, "README.md names no apt-get line to run before its set-up"
+    return found.group(1)
 
 
 def test_readme_names_the_batch_runner_as_its_main_command() -> None:
@@ -58,6 +70,12 @@ def test_clean_clone_runs_the_readme_command(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    check_default_run(clone, done.stderr)
+
+
+def check_default_run(clone: Path, stderr: str) -> None:
+    """The default run in ``clone`` finished, its agents ran tools in their sandboxes, and the
+    summary line, ``summary.json``, the records and the report agree."""
     (run,) = (clone / "runs").iterdir()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["complete"] is True, summary
@@ -74,5 +92,74 @@ def test_clean_clone_runs_the_readme_command(tmp_path: Path) -> None:
     ]
     assert executed, "no rollout of the default run executed a tool call in its sandbox"
     assert summary["tool_errors"]["tool_calls"] >= len(executed)
-    assert f"tool calls {summary['tool_errors']['tool_calls']}" in done.stderr
+    assert f"tool calls {summary['tool_errors']['tool_calls']}" in stderr
     assert (run / "report.html").is_file()
+    assert json.loads((run / "run.json").read_text())["config"]["sandbox"] == "bwrap"
+
+
+#: the second user; its home (and uv cache) persist across runs like a real user's, never root's
+NEWCOMER = "hermes-newcomer"
+#: what the README says to type where ``pip install uv`` is refused
+PIPX_UV = "pipx install uv"
+
+
+#: how this machine reaches PyPI (its CA bundle, a proxy): kept in the second user's login shell
+NETWORK_ENV = re.compile(r"(SSL_CERT_FILE|SSL_CERT_DIR|(HTTPS?|NO|ALL)_PROXY)", re.IGNORECASE)
+
+
+def as_newcomer(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``command`` in a fresh login shell of the second user (its own environment and PATH,
+    but this machine's network settings, as its administrator would give every user)."""
+    keep = [f"--whitelist-environment={name}" for name in os.environ if NETWORK_ENV.fullmatch(name)]
+    return subprocess.run(
+        ["runuser", "--login", NEWCOMER, *keep, "--command", command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not all(map(shutil.which, ("apt-get", "useradd", "runuser", "git"))),
+    reason="a second user and the README's apt-get line need root on Debian or Ubuntu",
+)
+@pytest.mark.timeout(3000)
+def test_a_second_non_root_user_follows_the_readme() -> None:
+    assert PIPX_UV in " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    apt = subprocess.run(
+        ["bash", "-c", readme_prerequisites()],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+    assert apt.returncode == 0, apt.stderr[-2000:]
+    if subprocess.run(["id", NEWCOMER], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", NEWCOMER], check=True)
+    user = pwd.getpwnam(NEWCOMER)
+    home = Path(user.pw_dir)
+    home.chmod(0o700)
+    clone = home / f"hermes-rl-{os.getpid()}"
+    shutil.rmtree(clone, ignore_errors=True)
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", head], check=True)
+    subprocess.run(["chown", "-R", f"{NEWCOMER}:{user.pw_gid}", str(clone)], check=True)
+    try:
+        get_uv, rest = readme_main_command().split(" && ", 1)
+        pip = as_newcomer(get_uv, timeout=600)
+        if pip.returncode != 0:  # PEP 668, as the README says: then pipx, and a new login
+            assert "externally-managed-environment" in pip.stdout + pip.stderr, pip.stderr
+            pipx = as_newcomer(PIPX_UV, timeout=600)
+            assert pipx.returncode == 0, pipx.stderr[-2000:]
+        done = as_newcomer(f"cd {clone} && {rest} --no-progress", timeout=2400)
+        assert done.returncode == 0, done.stderr[-4000:]
+        check_default_run(clone, done.stderr)
+        foreign = [p for p in clone.rglob("*") if p.lstat().st_uid != user.pw_uid]
+        assert not foreign, f"files of another user in the newcomer's clone: {foreign[:5]}"
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)

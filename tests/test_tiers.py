@@ -1,6 +1,7 @@
 """The test tiers of the root conftest.py: a test using a real server's fixture is slow
 whatever it says, ``-m "not slow"`` (``nox -s unit``) leaves it out, ``-m slow`` picks it, its
-server's tests share one pytest-xdist worker, and a run names unmarked tests that were slow."""
+server's tests share one pytest-xdist worker (as do ``big_memory`` tests), and a run names
+unmarked tests that were slow."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def test_lingers():
 @pytest.mark.slow
 def test_marked_and_lingers():
     time.sleep(0.3)
+
+
+@pytest.mark.big_memory
+def test_holds_gigabytes():
+    pass
 """
 
 
@@ -45,16 +51,17 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     conftest = ROOT_CONFTEST.read_text(encoding="utf-8")
     assert "\nSLOW_S = 3.0\n" in conftest
     pytester.makeconftest(conftest.replace("\nSLOW_S = 3.0\n", "\nSLOW_S = 0.2\n"))
-    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n    e2e: e2e\n")
+    markers = "".join(f"\n    {name}: {name}" for name in ("slow", "e2e", "big_memory"))
+    pytester.makeini(f"[pytest]\nmarkers ={markers}\n")
     pytester.makepyfile(test_suite=SUITE)
     return pytester
 
 
 def test_a_real_server_fixture_makes_a_test_slow(suite: pytest.Pytester) -> None:
     unit = suite.runpytest_inprocess("-m", "not slow", "--strict-markers")
-    unit.assert_outcomes(passed=2, deselected=2)
+    unit.assert_outcomes(passed=3, deselected=2)
     slow = suite.runpytest_inprocess("-m", "slow", "--strict-markers", "-v")
-    slow.assert_outcomes(passed=2, deselected=2)
+    slow.assert_outcomes(passed=2, deselected=3)
     slow.stdout.fnmatch_lines(["*test_uses_the_server PASSED*"])
 
 
@@ -64,9 +71,16 @@ def test_a_server_fixture_groups_its_tests_on_one_worker(suite: pytest.Pytester)
     assert [m.args for m in used.iter_markers("xdist_group")] == [("llama_server",)]
 
 
+def test_big_memory_tests_share_one_worker(suite: pytest.Pytester) -> None:
+    items, _ = suite.inline_genitems()
+    groups = {i.name: [m.args for m in i.iter_markers("xdist_group")] for i in items}
+    assert groups["test_holds_gigabytes"] == [("big_memory",)]
+    assert groups["test_plain"] == []
+
+
 def test_the_run_names_unmarked_tests_slower_than_the_threshold(suite: pytest.Pytester) -> None:
     result = suite.runpytest_inprocess()
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         ["*unmarked tests slower than 0.2 s: mark them slow*", "*s  test_suite.py::test_lingers"]
     )

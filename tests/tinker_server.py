@@ -111,6 +111,15 @@ def _log_tail(log: Path, lines: int = 30) -> str:
     return "\n".join(text[-lines:])
 
 
+def _diagnosis(proc: Any, pgid: int, log: Path) -> str:
+    """What a failed test needs to know about the server: is it (and its engine) still
+    running, and what it printed last (an engine killed for memory shows in ``dmesg``)."""
+    state = "running" if proc.poll() is None else f"exited with {proc.returncode}"
+    members = [cmd for _, pgrp, cmd in live_processes() if pgrp == pgid]
+    engine = "running" if any("tx.tinker.engine" in cmd for cmd in members) else "not running"
+    return f"tinker server: API {state}, engine {engine}; {log}:\n{_log_tail(log)}"
+
+
 def _wait_ready(url: str, proc: Any, log: Path, base_model: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
 
@@ -200,7 +209,11 @@ def tinker_server(tmp_path: Path, *, timeout: float = START_TIMEOUT_S) -> Iterat
         with background_process(cmd, cwd=root, env=env, log=log) as proc:
             pgid = proc.pid
             _wait_ready(url, proc, log, model, timeout)
-            yield url
+            try:
+                yield url
+            except Exception as error:
+                error.add_note(_diagnosis(proc, pgid, log))
+                raise
     finally:
         if pgid is not None:
             _kill_group(pgid)

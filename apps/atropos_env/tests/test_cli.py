@@ -20,7 +20,7 @@ class FakeWiring:
     def problems(self, env, inference) -> list[str]:
         return HermesWiring().problems(env, inference)  # the real spec checks
 
-    def tokenizer_dir(self, inference) -> str:
+    def tokenizer_dir(self, env, inference) -> str:
         return str(self._dir)
 
     @property

@@ -95,8 +95,16 @@ def test_contradictory_options_are_refused() -> None:
         TrainConfig(output=Path("o"), atropos_url="http://x", trajectories=(Path("t"),))
     with pytest.raises(ValueError, match="live sampler only"):
         TrainConfig(output=Path("o"), trajectories=(Path("t"),), eval_items=2)
-    with pytest.raises(ValueError, match="temperature"):
+    with pytest.raises(ValueError, match="--temperature"):
         TrainConfig(output=Path("o"), temperature=0.0)
+
+
+def test_grpo_sampling_its_own_groups_needs_two_rollouts_per_item() -> None:
+    with pytest.raises(ConfigError, match="--group-size must be >= 2 for GRPO"):
+        TrainConfig(output=Path("o"), group_size=1)
+    # SFT trains single rollouts; trajectory groups are the records' items, not --group-size
+    assert TrainConfig(output=Path("o"), group_size=1, objective="sft").group_size == 1
+    assert TrainConfig(output=Path("o"), group_size=1, trajectories=(Path("t"),)).group_size == 1
 
 
 def test_the_command_line_selects_the_source_and_objective(tmp_path: Path) -> None:

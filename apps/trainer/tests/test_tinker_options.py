@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hermes_protocols import BackendError
+from hermes_protocols import BackendError, ConfigError
 from hermes_trainer.cli import EXIT_CONFIG, build_parser, config_from_args, main
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.tinker_api import TinkerSpec, service_client
@@ -28,6 +28,11 @@ def test_the_command_line_maps_onto_the_tinker_spec(tmp_path: Path) -> None:
     config = config_from_args(build_parser().parse_args(argv))
     assert config.tinker == TinkerSpec(base_model="/models/smollm2", url="http://127.0.0.1:9")
     assert config.tinker.tokenizer_dir == "/models/smollm2"
+    config = config_from_args(build_parser().parse_args([*argv, "--tinker-timeout", "30"]))
+    assert config.tinker is not None
+    assert config.tinker.timeout_s == 30.0
+    with pytest.raises(ConfigError, match="--tinker-timeout must be > 0"):
+        config_from_args(build_parser().parse_args([*argv, "--tinker-timeout", "0"]))
 
 
 def test_tinker_options_without_a_model_are_refused(
@@ -35,7 +40,8 @@ def test_tinker_options_without_a_model_are_refused(
 ) -> None:
     code = main(["--tinker-url", "http://127.0.0.1:9", "--output", str(tmp_path / "run")])
     assert code == EXIT_CONFIG
-    assert "--tinker-url and --tokenizer need --tinker-model" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "--tinker-url, --tokenizer and --tinker-timeout need --tinker-model" in error
     assert not (tmp_path / "run").exists()
 
 

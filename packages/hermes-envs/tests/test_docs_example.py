@@ -35,11 +35,11 @@ async def test_worked_example(pool: Any, toolsets: Any, oracle_agent: Any, idle_
     assert len(items[0].data["words"]) == 8
     assert items == list(itertools.islice(env.items(seed=0), 2))
     for item in items:
-        [solved] = await RolloutRunner(
+        solved = await RolloutRunner(
             env, pool, oracle_agent(env.oracle_solution(item)), toolsets
-        ).run_group(item)
+        ).run_rollout(item, toolsets)
         assert solved.score is not None
         assert solved.score.reward == 1.0
-        [idle] = await RolloutRunner(env, pool, idle_agent, toolsets).run_group(item)
+        idle = await RolloutRunner(env, pool, idle_agent, toolsets).run_rollout(item, toolsets)
         assert idle.score is not None
         assert idle.score.reward == 0.0

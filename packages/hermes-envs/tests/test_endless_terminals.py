@@ -5,16 +5,16 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import anyio
 import pytest
 from hermes_envs import (
     EndlessTerminalsConfig,
     EndlessTerminalsEnv,
     RolloutRunner,
-    RunnerConfig,
     SlotRewardContext,
 )
 from hermes_envs.endless import FAMILIES, generate_task
-from hermes_protocols import AgentResult, FailureKind, SandboxError, StopReason
+from hermes_protocols import AgentResult, FailureKind, SandboxError, ScoredRollout, StopReason
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,11 +34,11 @@ async def test_oracle_solves_and_idle_fails(
     for level, item in zip((1, 2, 3), items, strict=True):
         item = type(item)(item.id, {**item.data, "difficulty": level})
         oracle = RolloutRunner(env, pool, oracle_agent(env.oracle_solution(item)), toolsets)
-        [solved] = await oracle.run_group(item)
+        solved = await oracle.run_rollout(item, toolsets)
         assert solved.score is not None, solved.failure
         assert solved.score.reward == 1.0, (level, solved.score.details)
         idle = RolloutRunner(env, pool, idle_agent, toolsets)
-        [unsolved] = await idle.run_group(item)
+        unsolved = await idle.run_rollout(item, toolsets)
         assert unsolved.score is not None, unsolved.failure
         assert unsolved.score.reward == 0.0, level
         assert unsolved.score.failure is FailureKind.MODEL
@@ -77,14 +77,19 @@ async def test_items_are_independent_across_slots(
     solution applied to the wrong item fails (no shared state between slots)."""
     env = EndlessTerminalsEnv(EndlessTerminalsConfig(families=("csv_sum",)))
     a, b = itertools.islice(env.items(seed=11), 2)
-    runner_a = RolloutRunner(
-        env, pool, oracle_agent(env.oracle_solution(a)), toolsets, config=RunnerConfig(group_size=2)
-    )
-    group = await runner_a.run_group(a)
+    runner_a = RolloutRunner(env, pool, oracle_agent(env.oracle_solution(a)), toolsets)
+    group: list[ScoredRollout] = []
+
+    async def member(index: int) -> None:
+        group.append(await runner_a.run_rollout(a, toolsets, group_index=index))
+
+    async with anyio.create_task_group() as tg:
+        for index in range(2):
+            tg.start_soon(member, index)
     assert [r.score.reward for r in group if r.score] == [1.0, 1.0]
     assert len({r.metadata["attempts"] for r in group}) == 1
     wrong = RolloutRunner(env, pool, oracle_agent("echo 0 > total.txt"), toolsets)
-    [bad] = await wrong.run_group(b)
+    bad = await wrong.run_rollout(b, toolsets)
     assert bad.score is not None
     assert bad.score.reward == 0.0
 

@@ -66,7 +66,7 @@ async def test_the_runner_asks_the_pool_for_each_tasks_own_image(
     runner = RolloutRunner(env, pool, idle_agent, toolsets, config=CONFIG)
     assert isinstance(runner.env, TerminalBenchEnv)
     assert not runner.env.host_userland  # decided by the pool: it runs images
-    [rollout] = await runner.run_group(item)
+    rollout = await runner.run_rollout(item, toolsets)
     files = dict(pool.images[0].build_context)
     assert (pool.images[0].name, pool.images[0].workdir) == (None, "/app")
     assert files["Dockerfile"].startswith(b"FROM ubuntu:24.04\n")
@@ -86,9 +86,8 @@ async def test_a_task_without_any_image_fails_as_infrastructure(
     (task / "task.toml").write_text("")
     (task / "tests" / "test.sh").write_text("true\n")
     pool = ImagePool(tmp_path / "slots")
-    [rollout] = await RolloutRunner(
-        _env(task), pool, idle_agent, toolsets, config=CONFIG
-    ).run_group(next(_env(task).items(seed=0)))
+    runner = RolloutRunner(_env(task), pool, idle_agent, toolsets, config=CONFIG)
+    rollout = await runner.run_rollout(next(_env(task).items(seed=0)), toolsets)
     assert rollout.failure is not None
     assert rollout.failure.kind is FailureKind.INFRASTRUCTURE
     assert "task 'bare' has no image" in rollout.failure.message
@@ -142,7 +141,7 @@ async def test_a_verifier_that_cannot_start_a_command_is_infrastructure(
     env = _env(task)
     [item] = list(env.items(seed=0))
     runner = RolloutRunner(env, pool, oracle_agent("echo ok > ok.txt"), toolsets, config=CONFIG)
-    [rollout] = await runner.run_group(item)
+    rollout = await runner.run_rollout(item, toolsets)
     assert rollout.score is None, rollout.score
     assert rollout.failure is not None
     assert (rollout.failure.kind, rollout.failure.phase) == (FailureKind.INFRASTRUCTURE, "verify")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import random
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from hermes_protocols import (
     Item,
     Message,
     RewardContext,
+    SandboxError,
     Score,
     ScoredRollout,
     StopReason,
@@ -56,7 +58,9 @@ async def test_slot_dying_mid_rollout_is_retried(
     # sort_unique setup is one write_file; the slot dies on the agent's first command.
     pool = make_pool(size=2, doomed=1, die_after_ops=1)
     agent = oracle_agent(env.oracle_solution(item), catch_tool_errors=catch)
-    [rollout] = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_group(item)
+    rollout = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_rollout(
+        item, toolsets
+    )
     assert rollout.failure is None
     assert rollout.score is not None
     assert rollout.score.reward == 1.0
@@ -73,7 +77,9 @@ async def test_persistent_infrastructure_failure_is_reported_not_scored(
     item = _item(env)
     pool = make_pool(size=2, doomed=10, die_after_ops=1)
     agent = oracle_agent(env.oracle_solution(item), catch_tool_errors=True)
-    [rollout] = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_group(item)
+    rollout = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_rollout(
+        item, toolsets
+    )
     assert rollout.score is None
     assert rollout.result is None
     assert rollout.failure is not None
@@ -100,12 +106,58 @@ async def test_hanging_verifier_hits_its_timeout(
         env, pool, oracle_agent(env.oracle_solution(item)), toolsets, config=config
     )
     start = anyio.current_time()
-    [rollout] = await runner.run_group(item)
+    rollout = await runner.run_rollout(item, toolsets)
     assert anyio.current_time() - start < 20
     assert rollout.failure is not None
     assert rollout.failure.phase == "verify"
     assert "PhaseTimeout" in rollout.failure.message
     assert rollout.failure.attempts == 2
+    assert not pool.busy
+
+
+class _FailingVerifier(EndlessTerminalsEnv):
+    """``verify`` raises ``error`` (after checking the workspace, as a real verifier would)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(EndlessTerminalsConfig(families=("sort_unique",)))
+        self.error = error
+        self.calls = 0
+
+    async def verify(self, item: Item, result: AgentResult, ctx: RewardContext) -> Score:
+        self.calls += 1
+        await ctx.exec("true", timeout=10)
+        raise self.error
+
+
+async def test_a_bug_in_verify_fails_the_run_loudly(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _FailingVerifier(ValueError("bad reward arithmetic"))
+    item = _item(env)
+    runner = RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets, config=FAST
+    )
+    with pytest.raises(ValueError, match="bad reward arithmetic"):
+        await runner.run_rollout(item, toolsets)
+    assert env.calls == 1  # not retried
+    assert not pool.busy  # the slot is released all the same
+
+
+async def test_a_sandbox_error_in_verify_is_retried_then_reported(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
+    env = _FailingVerifier(SandboxError("the host died"))
+    item = _item(env)
+    runner = RolloutRunner(
+        env, pool, oracle_agent(env.oracle_solution(item)), toolsets, config=FAST
+    )
+    rollout = await runner.run_rollout(item, toolsets)
+    assert env.calls == 3
+    assert rollout.score is None
+    assert rollout.failure is not None
+    assert rollout.failure.kind is FailureKind.INFRASTRUCTURE
+    assert (rollout.failure.phase, rollout.failure.attempts) == ("verify", 3)
+    assert "SandboxError: the host died" in rollout.failure.message
     assert not pool.busy
 
 
@@ -116,8 +168,8 @@ async def test_acquire_timeout_is_an_infrastructure_failure(
     pool = make_pool(size=1)
     held = await pool.acquire("holder")
     config = RunnerConfig(acquire_timeout=0.2, max_attempts=2, retry_delay_s=0.0)
-    [rollout] = await RolloutRunner(env, pool, idle_agent, toolsets, config=config).run_group(
-        _item(env)
+    rollout = await RolloutRunner(env, pool, idle_agent, toolsets, config=config).run_rollout(
+        _item(env), toolsets
     )
     await pool.release(held)
     assert rollout.failure is not None
@@ -147,7 +199,9 @@ class _BackendDownAgent:
 async def test_backend_errors_are_retried_then_reported(pool: Any, toolsets: Any) -> None:
     env = _env()
     agent = _BackendDownAgent()
-    [rollout] = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_group(_item(env))
+    rollout = await RolloutRunner(env, pool, agent, toolsets, config=FAST).run_rollout(
+        _item(env), toolsets
+    )
     assert agent.calls == 3
     assert rollout.failure is not None
     assert "503" in rollout.failure.message
@@ -166,7 +220,7 @@ async def test_retries_sample_with_new_reproducible_seeds(pool: Any, toolsets: A
     assert len(set(seen[0])) == 3  # a deterministic failure is not replayed with one seed
 
 
-async def test_group_members_use_own_slots_and_same_toolsets(
+async def test_concurrent_rollouts_use_own_slots_and_the_drawn_toolsets(
     pool: Any, toolsets: Any, oracle_agent: Any
 ) -> None:
     env = _env()
@@ -177,11 +231,19 @@ async def test_group_members_use_own_slots_and_same_toolsets(
         pool,
         agent,
         toolsets,
-        config=RunnerConfig(group_size=3),
         distributions={"mostly": ToolsetDistribution("mostly", {"terminal": 100, "file": 50})},
     )
-    group = await runner.run_group(item, selection=ToolsetSelection(distribution="mostly"), seed=9)
-    assert [r.group_index for r in group] == [0, 1, 2]
+    chosen = runner.resolve_toolsets(ToolsetSelection(distribution="mostly"), seed=9)
+    assert chosen == runner.resolve_toolsets(ToolsetSelection(distribution="mostly"), seed=9)
+    group: list[ScoredRollout] = []
+
+    async def member(index: int) -> None:
+        group.append(await runner.run_rollout(item, chosen, group_index=index))
+
+    async with anyio.create_task_group() as tg:
+        for index in range(3):
+            tg.start_soon(member, index)
+    assert sorted(r.group_index for r in group) == [0, 1, 2]
     assert all(r.score is not None and r.score.reward == 1.0 for r in group)
     assert len(set(agent.seen_tools)) == 1
     assert pool.acquires == 3
@@ -230,50 +292,7 @@ def test_distribution_sampling_is_seeded_and_never_empty(
     assert all(name in first for name, p in probabilities.items() if p == 100)
 
 
-async def test_run_items_streams_with_bounded_concurrency(make_pool: Any, toolsets: Any) -> None:
-    env = _env()
-    items = list(itertools.islice(env.items(seed=2), 5))
-    pool = make_pool(size=8)
-    in_flight = 0
-    peak = 0
-
-    class CountingAgent:
-        async def run(
-            self,
-            messages: Sequence[Message],
-            *,
-            tools: Sequence[ToolSchema],
-            executor: Any,
-            seed: int | None = None,
-        ) -> AgentResult:
-            nonlocal in_flight, peak
-            in_flight += 1
-            peak = max(peak, in_flight)
-            await anyio.sleep(0.05)
-            in_flight -= 1
-            return AgentResult(messages=messages, stop_reason=StopReason.FINAL_ANSWER, turns=1)
-
-    seen: list[ScoredRollout] = []
-    groups: list[tuple[str, int]] = []
-
-    async def on_rollout(rollout: ScoredRollout) -> None:
-        seen.append(rollout)
-
-    async def on_group(item: Item, rollouts: Sequence[ScoredRollout]) -> None:
-        groups.append((item.id, len(rollouts)))
-
-    runner = RolloutRunner(env, pool, CountingAgent(), toolsets, config=RunnerConfig(group_size=2))
-    summary = await runner.run_items(items, concurrency=3, on_rollout=on_rollout, on_group=on_group)
-    assert summary.items == 5
-    assert summary.rollouts == summary.scored == len(seen) == 10
-    assert summary.failed == 0
-    assert summary.mean_reward == 0.0
-    assert sorted(groups) == sorted((i.id, 2) for i in items)
-    assert 1 < peak <= 3
-    assert not pool.busy
-
-
-async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) -> None:
+async def test_cancelling_rollouts_releases_every_slot(pool: Any, toolsets: Any) -> None:
     env = _env()
     started = anyio.Event()
 
@@ -290,9 +309,12 @@ async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) 
             await executor("terminal", {"command": "sleep 30"})
             raise AssertionError("not reached")
 
-    runner = RolloutRunner(env, pool, SlowAgent(), toolsets, config=RunnerConfig(group_size=3))
+    runner = RolloutRunner(env, pool, SlowAgent(), toolsets)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(runner.run_group, _item(env))
+        for index in range(3):
+            tg.start_soon(
+                functools.partial(runner.run_rollout, group_index=index), _item(env), toolsets
+            )
         with anyio.fail_after(10):
             await started.wait()
         await anyio.sleep(0.2)
@@ -301,12 +323,14 @@ async def test_cancelling_a_group_releases_every_slot(pool: Any, toolsets: Any) 
     assert len(pool.released) == 3
 
 
-async def test_run_group_with_given_toolsets(pool: Any, toolsets: Any, oracle_agent: Any) -> None:
+async def test_a_rollout_uses_the_given_toolsets(
+    pool: Any, toolsets: Any, oracle_agent: Any
+) -> None:
     env = _env()
     item = _item(env)
     agent = oracle_agent(env.oracle_solution(item))
     runner = RolloutRunner(env, pool, agent, toolsets)
-    [rollout] = await runner.run_group(item, toolsets=[toolsets[0]], group_size=1)
+    rollout = await runner.run_rollout(item, [toolsets[0]])
     assert agent.seen_tools == [("terminal",)]
     assert rollout.metadata["toolsets"] == ["terminal"]
     assert set(rollout.timings) == {"acquire_s", "setup_s", "agent_s", "verify_s", "release_s"}
@@ -348,9 +372,8 @@ async def test_model_caused_sandbox_errors_are_not_infrastructure(command: str, 
         tools = (StrictTool(),)
 
     env = _env()
-    [rollout] = await RolloutRunner(env, pool, OneCall(), [Toolset()], config=FAST).run_group(
-        _item(env)
-    )
+    runner = RolloutRunner(env, pool, OneCall(), [Toolset()], config=FAST)
+    rollout = await runner.run_rollout(_item(env), [Toolset()])
     assert rollout.failure is None
     assert rollout.score is not None
     assert rollout.metadata["attempts"] == 1

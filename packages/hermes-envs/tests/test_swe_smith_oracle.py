@@ -41,13 +41,13 @@ async def test_oracle_solves_and_idle_fails(
 ) -> None:
     env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir))
     item = _item(env, instance.instance_id)
-    [solved] = await RolloutRunner(
+    solved = await RolloutRunner(
         env, pool, oracle_agent(env.oracle_solution(item)), toolsets
-    ).run_group(item)
+    ).run_rollout(item, toolsets)
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0, solved.score.details
     assert solved.score.metrics["fail_to_pass"] == 1.0
-    [unsolved] = await RolloutRunner(env, pool, idle_agent, toolsets).run_group(item)
+    unsolved = await RolloutRunner(env, pool, idle_agent, toolsets).run_rollout(item, toolsets)
     assert unsolved.score is not None, unsolved.failure
     assert unsolved.score.reward == 0.0
     assert unsolved.score.metrics["fail_to_pass"] == 0.0
@@ -74,9 +74,9 @@ async def test_jsonl_rows_with_file_url_mirror(
     )
     item = _item(env, FIXTURES[2].instance_id)
     assert "Relevant code" in str(env.prompt(item)[1].content)
-    [solved] = await RolloutRunner(
+    solved = await RolloutRunner(
         env, pool, oracle_agent(env.oracle_solution(item)), toolsets
-    ).run_group(item)
+    ).run_rollout(item, toolsets)
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0, solved.score.details
     assert solved.score.metrics["pass_to_pass"] == 1.0
@@ -88,7 +88,7 @@ async def test_hanging_tests_hit_the_test_timeout(
     env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir, test_timeout=2))
     item = _item(env, FIXTURES[2].instance_id)
     hang = "printf 'import time\\ntime.sleep(60)\\n' >> intervals/__init__.py"
-    [hung] = await RolloutRunner(env, pool, oracle_agent(hang), toolsets).run_group(item)
+    hung = await RolloutRunner(env, pool, oracle_agent(hang), toolsets).run_rollout(item, toolsets)
     assert hung.score is not None, hung.failure
     assert hung.score.reward == 0.0
     assert hung.score.metrics["tests_timed_out"] == 1.0
@@ -101,7 +101,9 @@ async def test_edited_tests_are_restored_before_verification(
     env = SweSmithOracleEnv(SweSmithConfig(cache_dir=cache_dir))
     item = _item(env, FIXTURES[0].instance_id)
     cheat = "printf 'def test_median_even():\\n    pass\\n' > tests/test_stats.py"
-    [cheated] = await RolloutRunner(env, pool, oracle_agent(cheat), toolsets).run_group(item)
+    cheated = await RolloutRunner(env, pool, oracle_agent(cheat), toolsets).run_rollout(
+        item, toolsets
+    )
     assert cheated.score is not None
     assert cheated.score.reward == 0.0
 

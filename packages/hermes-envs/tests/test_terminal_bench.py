@@ -41,12 +41,12 @@ async def test_oracle_solves_and_idle_fails(
 ) -> None:
     env = TerminalBenchEnv()
     item = next(i for i in env.items(seed=0) if i.id == name)
-    [solved] = await RolloutRunner(
+    solved = await RolloutRunner(
         env, pool, oracle_agent(env.oracle_solution(item)), toolsets
-    ).run_group(item)
+    ).run_rollout(item, toolsets)
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0, solved.score.details
-    [unsolved] = await RolloutRunner(env, pool, idle_agent, toolsets).run_group(item)
+    unsolved = await RolloutRunner(env, pool, idle_agent, toolsets).run_rollout(item, toolsets)
     assert unsolved.score is not None, unsolved.failure
     assert unsolved.score.reward == 0.0
     assert unsolved.score.failure is FailureKind.MODEL
@@ -104,13 +104,13 @@ async def test_dataset_rows_run_end_to_end(
     assert image == SlotImage(name="ubuntu:24.04", workdir="/app")
     assert "./hello.txt" in str(env.prompt(item)[1].content)
     assert env.task(item).environment_files == {"a": b"1"}
-    [solved] = await RolloutRunner(
+    solved = await RolloutRunner(
         env, pool, oracle_agent(env.oracle_solution(item)), toolsets
-    ).run_group(item)
+    ).run_rollout(item, toolsets)
     assert solved.score is not None, solved.failure
     assert solved.score.reward == 1.0
     assert solved.score.metrics["reward_from_file"] == 0.0
-    [unsolved] = await RolloutRunner(env, pool, idle_agent, toolsets).run_group(item)
+    unsolved = await RolloutRunner(env, pool, idle_agent, toolsets).run_rollout(item, toolsets)
     assert unsolved.score is not None
     assert unsolved.score.reward == 0.0
 

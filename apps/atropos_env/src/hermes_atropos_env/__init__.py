@@ -23,7 +23,7 @@ from hermes_atropos_env.groups import (
 from hermes_atropos_env.metrics import RolloutMetrics
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
-from hermes_atropos_env.trainer import batch_problems, pull_batch, register_trainer, run_trainer
+from hermes_atropos_env.trainer import batch_problems, run_trainer
 from hermes_atropos_env.validation import config_problems, validate_config
 
 __all__ = [
@@ -42,8 +42,6 @@ __all__ = [
     "build_group",
     "config_problems",
     "format_rollout",
-    "pull_batch",
-    "register_trainer",
     "run_trainer",
     "truncate_trace",
     "validate_config",

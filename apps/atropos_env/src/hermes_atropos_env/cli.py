@@ -79,7 +79,9 @@ class Wiring(Protocol):
         """The rollout spec's problems, in this CLI's option names."""
         ...
 
-    def tokenizer_dir(self, inference: InferenceConfig) -> str: ...
+    def tokenizer_dir(self, env: HermesAtroposEnvConfig, inference: InferenceConfig) -> str:
+        """The HF tokenizer directory atroposlib loads (the embedded model's export)."""
+        ...
 
     @property
     def source_factory(self) -> RolloutSourceFactory: ...
@@ -272,7 +274,7 @@ def run(argv: Sequence[str], wiring: Wiring) -> int:
     outputs = _new_outputs(command, env)
     for notice in notices:
         print(notice, file=sys.stderr)
-    env.tokenizer_name = wiring.tokenizer_dir(inference)
+    env.tokenizer_name = wiring.tokenizer_dir(env, inference)
     env_obj = HermesAtroposEnv.create(env, inference, wiring.source_factory)
     if command == "process":
         env_obj.process_mode = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from hermes_loop import ServerType
+from hermes_rollouts import ServerType
 from pydantic import BaseModel, Field, model_validator
 
 from hermes_atropos_env.atroposlib_import import APIServerConfig, BaseEnvConfig

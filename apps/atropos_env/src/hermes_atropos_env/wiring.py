@@ -8,20 +8,12 @@ embedded model's concurrency, a token server's logprob mode) is mapped in :func:
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
-from hermes_loop import ModelSpec
-from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
-from hermes_loop.embedded.model_file import resolve_model_path
-from hermes_loop.factory import LoraLoader
 from hermes_protocols import (
     AgentResult,
     ConfigError,
@@ -31,9 +23,14 @@ from hermes_protocols import (
     TokenTrace,
 )
 from hermes_rollouts import (
+    DEFAULT_NOMAD_JOB_PREFIX,
+    AdapterFile,
     Credentials,
+    ModelSpec,
     RolloutSession,
+    SandboxSpec,
     check_spec,
+    hf_tokenizer_dir,
     open_session,
     reference_slug,
 )
@@ -45,13 +42,10 @@ from hermes_rollouts.spec import (
     SamplingSpec,
     ToolsetSpec,
 )
-from hermes_sandbox.factory import DEFAULT_NOMAD_JOB_PREFIX, SandboxSpec
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.source import RolloutSource, RolloutSourceFactory
-
-logger = logging.getLogger(__name__)
 
 #: spec paths -> the adapter's options, for every error message
 OPTION_NAMES = {
@@ -142,28 +136,33 @@ def _pool_capacity(env: HermesAtroposEnvConfig) -> int:
     return max(1, pool.slots_per_host * pool.max_hosts)
 
 
+def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> ModelSpec:
+    """The ``--openai.*`` options (with the context and concurrency ``env`` implies)."""
+    embedded = inference.server_type == "embedded"
+    return ModelSpec(
+        server_type=inference.server_type,
+        base_url=inference.base_url or None,
+        model=inference.model_name or None,
+        api_key=inference.api_key or None,
+        tokenizer=inference.tokenizer_name or None,
+        extra_body=env.extra_body,
+        timeout_s=inference.timeout,
+        context_tokens=env.max_token_length,
+        gguf_path=(inference.model_path or None) if embedded else None,
+        end_token_ids=inference.end_token_ids or None,
+        server_logprob_mode=inference.server_logprob_mode,
+        parse_content_tool_calls=inference.parse_content_tool_calls,
+        concurrency=_pool_capacity(env),
+    )
+
+
 def rollout_spec(
     env: HermesAtroposEnvConfig, inference: InferenceConfig, credentials: Credentials
 ) -> RolloutSpec:
     """The adapter's options (and the sandbox credentials) as the assembly's spec."""
-    embedded = inference.server_type == "embedded"
     modal = env.tool_pool_mode == "modal"
     return RolloutSpec(
-        model=ModelSpec(
-            server_type=inference.server_type,
-            base_url=inference.base_url or None,
-            model=inference.model_name or None,
-            api_key=inference.api_key or None,
-            tokenizer=inference.tokenizer_name or None,
-            extra_body=env.extra_body,
-            timeout_s=inference.timeout,
-            context_tokens=env.max_token_length,
-            gguf_path=(inference.model_path or None) if embedded else None,
-            end_token_ids=inference.end_token_ids or None,
-            server_logprob_mode=inference.server_logprob_mode,
-            parse_content_tool_calls=inference.parse_content_tool_calls,
-            concurrency=_pool_capacity(env),
-        ),
+        model=model_spec(env, inference),
         sandbox=SandboxSpec(
             kind=env.tool_pool_mode,
             image=env.modal_image if modal else env.sandbox_image,
@@ -203,39 +202,6 @@ def rollout_spec(
         sampling=SamplingSpec(temperature=env.agent_temperature),
         parser=env.tool_call_parser,
     )
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes (adapter versions on both sides of the loop)."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-class AdapterFile:
-    """A LoRA adapter file another process rewrites (atomically); :meth:`sync` loads it into
-    the model whenever its inode, size or modification time changed."""
-
-    def __init__(self, path: Path, load: LoraLoader) -> None:
-        self.path = path
-        self._load = load
-        self._lock = anyio.Lock()
-        self._loaded: tuple[int, int, int] | None = None
-        self.sha256: str | None = None
-
-    async def sync(self) -> str | None:
-        """The SHA-256 of the adapter in use after loading any change (``None``: the base
-        weights, until the file first appears)."""
-        async with self._lock:
-            try:
-                stat = await anyio.Path(self.path).stat()
-            except FileNotFoundError:
-                return self.sha256
-            version = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-            if version != self._loaded:
-                sha256 = await anyio.to_thread.run_sync(file_sha256, self.path)
-                await self._load(self.path)
-                self._loaded, self.sha256 = version, sha256
-                logger.info("loaded LoRA adapter %s (sha256 %s)", self.path, sha256[:12])
-            return self.sha256
 
 
 class SessionSource:
@@ -322,11 +288,8 @@ class HermesWiring:
         wanted = rollout_spec(env, InferenceConfig(), self._credentials).environment
         return environment if wanted == spec else None
 
-    def tokenizer_dir(self, inference: InferenceConfig) -> str:
-        if inference.server_type == "embedded":
-            path = resolve_model_path(inference.model_path or None)
-            return str(export_hf_tokenizer(path, default_cache_dir()))
-        return inference.tokenizer_name
+    def tokenizer_dir(self, env: HermesAtroposEnvConfig, inference: InferenceConfig) -> str:
+        return str(hf_tokenizer_dir(model_spec(env, inference)) or "")
 
     @property
     def source_factory(self) -> RolloutSourceFactory:

@@ -12,7 +12,7 @@ import anyio
 import attrs
 from hermes_protocols import JSONObject
 from hermes_report import TokenizerFileError, TokenTexts, run_dir_records, write_report
-from hermes_rollouts import Interruption, watch_signals
+from hermes_rollouts import Interruption, file_sha256, watch_signals
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -42,7 +42,7 @@ from hermes_batch_runner.retry import (
     count_infrastructure_failures,
     release_infrastructure_failures,
 )
-from hermes_batch_runner.run_dir import RunPaths, file_sha256, read_json, write_json_atomic
+from hermes_batch_runner.run_dir import RunPaths, read_json, write_json_atomic
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
 EXIT_OK = 0

@@ -13,12 +13,13 @@ from typing import Any
 
 import anyio
 import attrs
-from hermes_loop import SERVER_TYPES
 from hermes_protocols import ConfigError, Environment, HermesError
 from hermes_rollouts import (
+    SERVER_TYPES,
     CommandParser,
     Credentials,
     environments_text,
+    file_sha256,
     json_object_option,
     load_dataset,
     root_error,
@@ -38,7 +39,6 @@ from hermes_batch_runner.errors import OutputDirError
 from hermes_batch_runner.run_dir import (
     RunPaths,
     default_run_dir,
-    file_sha256,
     prepare_run_dir,
     read_json,
 )

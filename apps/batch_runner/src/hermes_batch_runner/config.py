@@ -17,10 +17,15 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import cattrs
 import yaml  # type: ignore[import-untyped]
-from hermes_loop import SERVER_TYPES, ServerType
 from hermes_protocols import ConfigError, JSONObject
-from hermes_rollouts import default_prefill, default_toolsets
-from hermes_sandbox.factory import BACKEND_KINDS, BackendKind
+from hermes_rollouts import (
+    BACKEND_KINDS,
+    SERVER_TYPES,
+    BackendKind,
+    ServerType,
+    default_prefill,
+    default_toolsets,
+)
 
 from hermes_batch_runner.errors import ResumeMismatch
 

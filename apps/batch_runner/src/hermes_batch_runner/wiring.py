@@ -15,24 +15,23 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from hermes_loop import ModelSpec
-from hermes_loop.embedded.hf_export import default_cache_dir, export_hf_tokenizer
-from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_protocols import Environment, Item, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     Credentials,
     EnvironmentSpec,
+    ModelSpec,
     PoolSpec,
     RolloutSession,
     RolloutSpec,
     SamplingSpec,
+    SandboxSpec,
     ToolsetSpec,
     derive_seed,
+    hf_tokenizer_dir,
     open_session,
     rollout_id,
 )
-from hermes_sandbox.factory import SandboxSpec
 
 from hermes_batch_runner.config import RunConfig
 
@@ -173,18 +172,10 @@ class SessionComponents:
         return self.session.model_name
 
     async def save_tokenizer(self, target: Path) -> bool:
-        """Copy the model's ``tokenizer.json`` (``--tokenizer``, or the embedded model's
-        export) to ``target``, so the report shows token text; ``False`` when there is none."""
-        config = self._config
-        if config.tokenizer:
-            directory: Path | None = Path(config.tokenizer)
-        elif config.server_type == "embedded":
-            model_path = resolve_model_path(config.model)
-            directory = await anyio.to_thread.run_sync(
-                export_hf_tokenizer, model_path, default_cache_dir()
-            )
-        else:
-            directory = None
+        """Copy the model's ``tokenizer.json`` (the embedded model's export, or
+        ``--tokenizer``) to ``target``, so the report shows token text; ``False`` when there
+        is none."""
+        directory = await anyio.to_thread.run_sync(hf_tokenizer_dir, self.session.spec.model)
         source = directory / "tokenizer.json" if directory is not None else None
         if source is None or not source.is_file():
             return False

@@ -18,9 +18,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import httpx
-from hermes_atropos_env.trainer import pull_batch, register_trainer
-from hermes_atropos_env.wiring import file_sha256
 from hermes_protocols import BackendError
+from hermes_rollouts import file_sha256, pull_batch, register_trainer
 
 from hermes_trainer.samples import from_atropos_group
 from hermes_trainer.source import Collected, Weights

@@ -32,7 +32,8 @@ from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import config_record, train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import Evaluation, StepMetrics
-from hermes_trainer.tinker_api import TinkerSpec
+from hermes_trainer.preflight import check_run
+from hermes_trainer.tinker_api import DEFAULT_TIMEOUT_S, TinkerSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -70,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "with $TINKER_API_KEY)",
     )
     add("--tokenizer", help="the Tinker model's HF tokenizer directory (default: --tinker-model)")
+    add(
+        "--tinker-timeout",
+        type=float,
+        metavar="S",
+        help=f"seconds each Tinker call may take (default {DEFAULT_TIMEOUT_S:g})",
+    )
     add("--objective", choices=("grpo", "sft"), default="grpo")
     add("--min-reward", type=float, default=1.0, help="sft: rollouts with reward >= this train")
     add("--adapter", type=Path, help="adapter file (default: OUTPUT/adapter.gguf)")
@@ -178,10 +185,15 @@ class _ListEnvs(argparse.Action):
 
 def _tinker(args: argparse.Namespace) -> TinkerSpec | None:
     if args.tinker_model is None:
-        if args.tinker_url or args.tokenizer:
-            raise ValueError("--tinker-url and --tokenizer need --tinker-model")
+        if args.tinker_url or args.tokenizer or args.tinker_timeout is not None:
+            raise ValueError("--tinker-url, --tokenizer and --tinker-timeout need --tinker-model")
         return None
-    return TinkerSpec(base_model=args.tinker_model, url=args.tinker_url, tokenizer=args.tokenizer)
+    return TinkerSpec(
+        base_model=args.tinker_model,
+        url=args.tinker_url,
+        tokenizer=args.tokenizer,
+        timeout_s=DEFAULT_TIMEOUT_S if args.tinker_timeout is None else args.tinker_timeout,
+    )
 
 
 def _describe(m: StepMetrics) -> str:
@@ -199,10 +211,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         config = config_from_args(args)
+        check_run(config)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return EXIT_CONFIG
-    config.output.mkdir(parents=True, exist_ok=True)
     (config.output / "run.json").write_text(json.dumps(config_record(config), indent=2) + "\n")
     console.print(f"training run -> {config.output}", highlight=False)
     progress = Progress(

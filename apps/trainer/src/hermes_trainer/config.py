@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
-from hermes_envs.prefill import demonstration_path
+from hermes_protocols import ConfigError
+from hermes_rollouts import demonstration_path
 
 from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec
@@ -19,9 +20,20 @@ ENDLESS = "endless_terminals"
 SYSTEM_PROMPT = "Use the terminal tool to change files."
 
 
-def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1, got {value}")
+def _option(field: str) -> str:
+    """The command-line option of a field (``eval_items`` -> ``--eval-items``)."""
+    return f"--{field.replace('_', '-')}"
+
+
+def _at_least(low: int) -> Callable[[object, attrs.Attribute[int], int], None]:
+    def check(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+        if value < low:
+            raise ConfigError(f"{_option(attribute.name)} must be >= {low}, got {value}")
+
+    return check
+
+
+_positive = _at_least(1)
 
 
 @attrs.frozen(kw_only=True)
@@ -39,9 +51,11 @@ class TrainConfig:
     ``difficulties`` are ``endless_terminals``' (ignored for any other environment).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
     held-out tasks (``group_size`` rollouts each) are run before and after training (live
-    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``.
+    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``; ``grpo``
+    with the live source needs groups of 2 or more.
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
-    local learner (live source, temperature 1)."""
+    local learner (live source, temperature 1). Every error is a ``ConfigError`` naming the
+    command-line option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -63,7 +77,7 @@ class TrainConfig:
     model: str | None = None
     threads: int | None = None
     seed: int = 0
-    eval_items: int = 0
+    eval_items: int = attrs.field(default=0, validator=_at_least(0))
     lora: LoraSpec = attrs.field(factory=LoraSpec)
     optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)
     objective: Objective = "grpo"
@@ -76,20 +90,26 @@ class TrainConfig:
     tinker: TinkerSpec | None = None
 
     def __attrs_post_init__(self) -> None:
+        live = not (self.atropos_url or self.trajectories)
         if self.atropos_url and self.trajectories:
-            raise ValueError("train from an Atropos run-api or from trajectories, not both")
-        if self.eval_items and (self.atropos_url or self.trajectories):
-            raise ValueError("held-out evaluation runs with the live sampler only")
+            raise ConfigError("train from --atropos-url or from --trajectories, not both")
+        if self.eval_items and not live:
+            raise ConfigError("--eval-items runs with the live sampler only")
         if self.objective not in ("grpo", "sft"):
-            raise ValueError(f"objective must be grpo or sft, got {self.objective!r}")
+            raise ConfigError(f"--objective must be grpo or sft, got {self.objective!r}")
         if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if self.tinker is not None and (self.atropos_url or self.trajectories):
-            raise ValueError(
+            raise ConfigError(f"--temperature must be > 0, got {self.temperature}")
+        if live and self.objective == "grpo" and self.group_size < 2:
+            raise ConfigError(
+                "--group-size must be >= 2 for GRPO: a rollout's advantage is its reward "
+                "against its group's, so a group of 1 never trains (--objective sft can)"
+            )
+        if self.tinker is not None and not live:
+            raise ConfigError(
                 "the Tinker API samples its own groups: no --atropos-url or --trajectories"
             )
         if self.tinker is not None and self.temperature != 1.0:
-            raise ValueError(
+            raise ConfigError(
                 "the Tinker API reports and scores logprobs at temperature 1: pass --temperature 1"
             )
 

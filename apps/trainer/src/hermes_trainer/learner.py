@@ -33,10 +33,11 @@ PAD_TO = 256
 
 @attrs.frozen(kw_only=True)
 class UpdateStats:
-    """What one update measured: the loss (per trainable token), the trainer/sampler log ratio
-    on the trainable tokens before the update, the tokens and the seconds it took."""
+    """What one update measured: the loss (per trainable token; ``None``: the learner did not
+    report it), the trainer/sampler log ratio on the trainable tokens before the update, the
+    tokens and the seconds it took."""
 
-    loss: float
+    loss: float | None
     log_ratio_mean: float
     log_ratio_max: float
     trainable_tokens: int

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from hermes_loop import ModelSpec
 from hermes_protocols import ConfigError, Environment, ScoredRollout
 from hermes_rollouts import (
     AgentBudgets,
     EnvironmentSpec,
     ModelOpener,
+    ModelSpec,
     PoolSpec,
     RolloutSession,
     RolloutSpec,

@@ -18,9 +18,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import attrs
-from hermes_loop.embedded.model_file import resolve_model_path
 from hermes_protocols import Environment
-from hermes_rollouts import Interruption, reference_slug
+from hermes_rollouts import Interruption, reference_slug, resolve_model_path
 
 from hermes_trainer.atropos_feed import open_atropos_feed
 from hermes_trainer.config import ENDLESS, TrainConfig

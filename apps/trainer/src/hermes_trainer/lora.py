@@ -37,7 +37,7 @@ class LoraSpec:
         if unknown or not self.targets:
             raise ValueError(f"LoRA targets must be a non-empty subset of {PROJECTIONS}")
         if self.rank < 1 or self.alpha <= 0:
-            raise ValueError("LoRA rank must be >= 1 and alpha > 0")
+            raise ValueError("--lora-rank must be >= 1 and --lora-alpha > 0")
 
     @property
     def scale(self) -> float:

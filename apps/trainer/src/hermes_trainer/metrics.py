@@ -4,6 +4,7 @@ held-out evaluations: one JSON line each."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,10 +49,17 @@ class Evaluation:
     mean_reward: float
 
 
+def _finite(value: object) -> object:
+    """A float that is not a number (a diverged loss) as ``None``: JSON has no NaN."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def append_jsonl(path: Path, metrics: StepMetrics | Evaluation) -> None:
-    """Append one line (flushed, so a killed run keeps every finished step)."""
+    """Append one strict JSON line (NaN and infinity written as ``null``), flushed, so a killed
+    run keeps every finished step."""
+    record = {key: _finite(value) for key, value in attrs.asdict(metrics).items()}
     with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(attrs.asdict(metrics)) + "\n")
+        handle.write(json.dumps(record, allow_nan=False) + "\n")
         handle.flush()
 
 

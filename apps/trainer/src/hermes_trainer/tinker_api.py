@@ -27,16 +27,15 @@ import anyio.to_thread
 import attrs
 import numpy as np
 import tinker
-from hermes_loop import HFTokenizer, ModelHandle, TokenModel
-from hermes_loop.end_ids import resolve_end_ids
 from hermes_protocols import (
     BackendError,
+    ConfigError,
     FinishReason,
     Generation,
     SamplingParams,
     ToolCallParser,
 )
-from hermes_rollouts import ModelOpener
+from hermes_rollouts import ModelHandle, ModelOpener, TokenizerDir
 from tinker import types
 
 from hermes_trainer.grpo import Objective, TrainGroup
@@ -44,18 +43,26 @@ from hermes_trainer.learner import OptimizerSpec, UpdateStats
 
 #: the SDK's placeholder key for a server that does not check keys (a local skyrl-tx)
 LOCAL_API_KEY = "tml-local"
+#: seconds a Tinker call may take unless ``--tinker-timeout`` says otherwise
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _positive_seconds(_inst: object, _attribute: object, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"--tinker-timeout must be > 0 seconds, got {value}")
 
 
 @attrs.frozen(kw_only=True)
 class TinkerSpec:
     """A Tinker server and the model to train there. ``url`` ``None``: Thinking Machines'
     service (``$TINKER_API_KEY``); ``tokenizer``: the model's HF tokenizer directory (default:
-    ``base_model`` itself, a directory on a local server); ``timeout_s`` bounds every call."""
+    ``base_model`` itself, a directory on a local server); ``timeout_s`` bounds every call
+    (``--tinker-timeout``)."""
 
     base_model: str
     url: str | None = None
     tokenizer: str | None = None
-    timeout_s: float = 600.0
+    timeout_s: float = attrs.field(default=DEFAULT_TIMEOUT_S, validator=_positive_seconds)
 
     @property
     def tokenizer_dir(self) -> str:
@@ -79,11 +86,16 @@ SEED_MODULUS = 2**31
 
 
 @contextmanager
-def tinker_errors(call: str) -> Iterator[None]:
-    """The SDK's failures (it raises ``ValueError`` and its own ``TinkerError``s) as
-    :class:`BackendError` naming the call."""
+def tinker_call(call: str, timeout_s: float) -> Iterator[None]:
+    """Bound an SDK call to ``timeout_s``; its failures (the SDK raises ``ValueError`` and its
+    own ``TinkerError``s) and its timeout as :class:`BackendError` naming the call."""
     try:
-        yield
+        with anyio.fail_after(timeout_s):
+            yield
+    except TimeoutError as exc:
+        raise BackendError(
+            f"Tinker {call} got no answer within {timeout_s:g} s; raise --tinker-timeout"
+        ) from exc
     except (tinker.TinkerError, ValueError) as exc:
         raise BackendError(f"Tinker {call}: {exc}") from exc
 
@@ -109,7 +121,7 @@ class TinkerSampler:
         """Sample from the weights saved at ``path`` (a ``tinker://`` path) from now on."""
         if path is None:
             raise BackendError("the Tinker sampler cannot go back to the base weights")
-        with anyio.fail_after(self._timeout_s), tinker_errors("create_sampling_client"):
+        with tinker_call("create_sampling_client", self._timeout_s):
             self._client = await self._service.create_sampling_client_async(model_path=str(path))
 
     async def generate(self, prompt_ids: Sequence[int], *, sampling: SamplingParams) -> Generation:
@@ -126,7 +138,7 @@ class TinkerSampler:
             top_p=sampling.top_p,
         )
         prompt = types.ModelInput.from_ints(list(prompt_ids))
-        with anyio.fail_after(self._timeout_s), tinker_errors("sample"):
+        with tinker_call("sample", self._timeout_s):
             response = await self._client.sample_async(
                 prompt=prompt, num_samples=1, sampling_params=params
             )
@@ -140,6 +152,17 @@ class TinkerSampler:
             # temperature-1 logprobs are the sampling distribution's only at temperature 1
             logprob_mode="sampled" if sampling.temperature == 1.0 else "raw",
         )
+
+
+def _loss(output: types.ForwardBackwardOutput) -> float | None:
+    """The update's loss: the server's ``loss:sum`` (Thinking Machines' service), else the sum
+    of the per-token ``elementwise_loss`` it returned (skyrl-tx); ``None`` when it sent
+    neither. The weights make either a mean per trainable token."""
+    if "loss:sum" in output.metrics:
+        return float(output.metrics["loss:sum"])
+    if output.loss_fn_outputs and all("elementwise_loss" in r for r in output.loss_fn_outputs):
+        return float(sum(np.sum(r["elementwise_loss"].data) for r in output.loss_fn_outputs))
+    return None
 
 
 class TinkerLearner:
@@ -184,10 +207,11 @@ class TinkerLearner:
                 inputs["advantages"] = types.TensorData.from_numpy(weight)
             model_input = types.ModelInput.from_ints(list(s.ids[:-1]))
             data.append(types.Datum(model_input=model_input, loss_fn_inputs=inputs))
-        with anyio.fail_after(self._timeout_s), tinker_errors("forward_backward/optim_step"):
+        with tinker_call("forward_backward", self._timeout_s):
             future = await self._client.forward_backward_async(data, loss_fn)
             output = await future.result_async()
-            adam = types.AdamParams(learning_rate=self._optimizer.learning_rate)
+        adam = types.AdamParams(learning_rate=self._optimizer.learning_rate)
+        with tinker_call("optim_step", self._timeout_s):
             await (await self._client.optim_step_async(adam)).result_async()
         ratios = []
         for s, record in zip(sequences, output.loss_fn_outputs, strict=True):
@@ -197,7 +221,7 @@ class TinkerLearner:
             ratios.append(trainer[trained] - sampler[trained])
         log_ratio = np.abs(np.concatenate(ratios))
         return UpdateStats(
-            loss=float(output.metrics.get("loss:sum", float("nan"))),
+            loss=_loss(output),
             log_ratio_mean=float(log_ratio.mean()),
             log_ratio_max=float(log_ratio.max()),
             trainable_tokens=trainable,
@@ -207,7 +231,7 @@ class TinkerLearner:
 
     async def save(self, step: int) -> str:
         """Save the weights for sampling; their ``tinker://`` path."""
-        with anyio.fail_after(self._timeout_s), tinker_errors("save_weights_for_sampler"):
+        with tinker_call("save_weights_for_sampler", self._timeout_s):
             future = await self._client.save_weights_for_sampler_async(name=f"step-{step:05d}")
             return (await future.result_async()).path
 
@@ -226,10 +250,10 @@ async def open_tinker(spec: TinkerSpec, *, rank: int, seed: int) -> AsyncIterato
     """Connect to the server and create the LoRA training client (attention and MLP, as the
     local learner); the clients are closed on exit."""
     # the client opens its server session with a blocking request
-    with anyio.fail_after(spec.timeout_s), tinker_errors("create_session"):
+    with tinker_call("create_session", spec.timeout_s):
         service = await anyio.to_thread.run_sync(service_client, spec, abandon_on_cancel=True)
     try:
-        with anyio.fail_after(spec.timeout_s), tinker_errors("create_lora_training_client"):
+        with tinker_call("create_lora_training_client", spec.timeout_s):
             training = await service.create_lora_training_client_async(
                 base_model=spec.base_model, rank=rank, seed=seed, train_unembed=False
             )
@@ -246,18 +270,18 @@ def tinker_model(run: TinkerRun) -> ModelOpener:
     @asynccontextmanager
     async def opener(parser: ToolCallParser) -> AsyncIterator[ModelHandle]:
         spec = run.spec
-        tokenizer = await HFTokenizer.load(spec.tokenizer_dir)
-        template = tokenizer.chat_template
-        end_ids = resolve_end_ids(tokenizer, template, directory=spec.tokenizer_dir)
-        with anyio.fail_after(spec.timeout_s), tinker_errors("save_weights_for_sampler"):
+        tokenizer = await TokenizerDir.load(spec.tokenizer_dir)
+        with tinker_call("save_weights_for_sampler", spec.timeout_s):
             saved = await (
                 await run.training.save_weights_for_sampler_async(name="step-00000")
             ).result_async()
+        with tinker_call("create_sampling_client", spec.timeout_s):
             client = await run.service.create_sampling_client_async(model_path=saved.path)
-        sampler = TinkerSampler(run.service, client, stop_ids=end_ids, timeout_s=spec.timeout_s)
-        model = TokenModel(sampler, tokenizer, template, parser, end_token_ids=end_ids)
-        yield ModelHandle(
-            model, f"tinker:{spec.base_model}", tokenizer, template, None, sampler.use
+        sampler = TinkerSampler(
+            run.service, client, stop_ids=tokenizer.end_ids, timeout_s=spec.timeout_s
+        )
+        yield tokenizer.model(
+            sampler, parser, name=f"tinker:{spec.base_model}", load_lora=sampler.use
         )
 
     return opener

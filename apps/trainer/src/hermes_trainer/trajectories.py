@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio.to_thread
@@ -27,16 +27,33 @@ def trajectory_file(path: Path) -> Path:
     return path / "trajectories.jsonl" if path.is_dir() else path
 
 
+@contextmanager
+def _reading(file: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read trajectories {file}: {exc.strerror}; pass a batch runner run "
+            "directory or trajectories.jsonl as --trajectories"
+        ) from exc
+
+
+def check_readable(paths: Sequence[Path]) -> None:
+    """Each path's trajectory file can be opened (:class:`ConfigError` naming it if not)."""
+    for path in paths:
+        file = trajectory_file(path)
+        with _reading(file):
+            file.open("rb").close()
+
+
 def read_groups(paths: Sequence[Path], model_name: str | None) -> list[tuple[Sample, ...]]:
     """Every record of ``paths`` as groups (first-seen order). With ``model_name``, a record
     sampled by another model (its ``model`` is not ``embedded:<model_name>``) is an error."""
     groups: dict[tuple[str, str], list[Sample]] = {}
     for path in paths:
         file = trajectory_file(path)
-        try:
+        with _reading(file):
             lines = file.read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise ConfigError(f"cannot read trajectories {file}: {exc.strerror}") from exc
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

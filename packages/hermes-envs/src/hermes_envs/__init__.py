@@ -9,11 +9,8 @@ from hermes_envs.oracle import HasOracle, IdleAgent, ScriptAgent
 from hermes_envs.prompt_override import SystemPromptOverride, with_system_prompt
 from hermes_envs.registry import EnvRegistry, EnvSpec
 from hermes_envs.runner import (
-    GroupCallback,
-    RolloutCallback,
     RolloutRunner,
     RunnerConfig,
-    RunSummary,
 )
 from hermes_envs.swe_smith import SweSmithConfig, SweSmithOracleEnv
 from hermes_envs.terminal_bench import TerminalBenchConfig, TerminalBenchEnv
@@ -30,13 +27,10 @@ __all__ = [
     "EndlessTerminalsEnv",
     "EnvRegistry",
     "EnvSpec",
-    "GroupCallback",
     "HasOracle",
     "IdleAgent",
     "PhaseTimeout",
-    "RolloutCallback",
     "RolloutRunner",
-    "RunSummary",
     "RunnerConfig",
     "ScriptAgent",
     "SetupError",

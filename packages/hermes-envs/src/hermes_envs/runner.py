@@ -1,21 +1,21 @@
 """The rollout runner: item -> slot -> setup -> agent -> verify (same slot) -> release.
 
 One rollout is one structured unit with a timeout per phase. Infrastructure failures (slot
-died, backend down, a phase timed out, setup or verification crashed) are retried in a fresh
-slot up to ``RunnerConfig.max_attempts`` and then reported as
-``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0. An item that brings
-its own image (``ImageEnvironment.image_for``) gets a slot running it from an
-``ImageSlotPool``; an image that cannot be had fails that item as infrastructure.
+died, backend down, a phase timed out, setup or verification raised a ``HermesError``) are
+retried in a fresh slot up to ``RunnerConfig.max_attempts`` and then reported as
+``ScoredRollout(failure=RolloutFailure(...))``; they are never scored 0.0. Any other exception
+(a ``ValueError`` in an environment's ``verify``) is a bug: it propagates and ends the run.
+An item that brings its own image (``ImageEnvironment.image_for``) gets a slot running it from
+an ``ImageSlotPool``; an image that cannot be had fails that item as infrastructure.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import random
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -26,6 +26,7 @@ from hermes_protocols import (
     ConfigError,
     Environment,
     FailureKind,
+    HermesError,
     Item,
     RolloutFailure,
     Score,
@@ -53,9 +54,6 @@ T = TypeVar("T")
 #: what one attempt produced: the agent result, its score, phase timings, setup metadata
 _Attempt = tuple[AgentResult, Score, dict[str, float], dict[str, Any]]
 
-RolloutCallback = Callable[[ScoredRollout], Awaitable[None]]
-GroupCallback = Callable[[Item, Sequence[ScoredRollout]], Awaitable[None]]
-
 
 def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if not value > 0:
@@ -64,9 +62,8 @@ def _positive(_inst: object, attribute: attrs.Attribute[Any], value: float) -> N
 
 @attrs.frozen(slots=True)
 class RunnerConfig:
-    """Group size, retry limit and per-phase timeouts (seconds)."""
+    """Retry limit and per-phase timeouts (seconds)."""
 
-    group_size: int = attrs.field(default=1, validator=_positive)
     max_attempts: int = attrs.field(default=3, validator=_positive)
     retry_delay_s: float = 0.5
     acquire_timeout: float = attrs.field(default=120.0, validator=_positive)
@@ -74,17 +71,6 @@ class RunnerConfig:
     agent_timeout: float = attrs.field(default=3600.0, validator=_positive)
     verify_timeout: float = attrs.field(default=900.0, validator=_positive)
     release_timeout: float = attrs.field(default=60.0, validator=_positive)
-
-
-@attrs.frozen(slots=True)
-class RunSummary:
-    """Counts of a :meth:`RolloutRunner.run_items` call."""
-
-    items: int
-    rollouts: int
-    scored: int
-    failed: int
-    mean_reward: float
 
 
 class _InfraFailure(Exception):
@@ -110,10 +96,9 @@ def _describe(exc: BaseException) -> str:
 class RolloutRunner:
     """Runs rollouts of one environment with an app-provided pool, agent and toolsets.
 
-    ``run_group(item)`` runs ``group_size`` members of one item, each in its own slot, with
-    toolsets resolved once for the group; ``run_items(items, concurrency=C, on_rollout=...)``
-    streams many items through the pool and calls back per finished rollout and per group.
-    ``env`` is the environment set up for ``pool`` (:func:`for_pool`).
+    ``run_rollout(item, toolsets)`` runs one rollout in its own slot; callers run groups and
+    many items concurrently themselves, with the toolsets :meth:`resolve_toolsets` draws for a
+    group. ``env`` is the environment set up for ``pool`` (:func:`for_pool`).
     """
 
     def __init__(
@@ -142,105 +127,6 @@ class RolloutRunner:
             distributions=self.distributions,
             rng=random.Random(seed),
         )
-
-    async def run_group(
-        self,
-        item: Item,
-        *,
-        toolsets: Sequence[Toolset] | None = None,
-        selection: ToolsetSelection | None = None,
-        seed: int = 0,
-        group_size: int | None = None,
-        on_rollout: RolloutCallback | None = None,
-    ) -> list[ScoredRollout]:
-        """Run ``group_size`` rollouts of ``item`` concurrently, each in its own slot.
-
-        Pass ``toolsets`` to use them as they are, or a ``selection`` resolved once with
-        ``seed`` (the environment's allowed toolsets when both are omitted).
-        """
-        size = group_size or self.config.group_size
-        chosen = (
-            tuple(toolsets)
-            if toolsets is not None
-            else self.resolve_toolsets(selection or ToolsetSelection(), seed=seed)
-        )
-        results: list[ScoredRollout | None] = [None] * size
-
-        async def member(index: int) -> None:
-            rollout = await self.run_rollout(item, chosen, group_index=index)
-            results[index] = rollout
-            if on_rollout is not None:
-                await on_rollout(rollout)
-
-        async with anyio.create_task_group() as tg:
-            for index in range(size):
-                tg.start_soon(member, index)
-        return [r for r in results if r is not None]
-
-    async def run_items(
-        self,
-        items: Iterable[Item] | AsyncIterable[Item],
-        *,
-        concurrency: int,
-        selection: ToolsetSelection | None = None,
-        seed: int = 0,
-        on_rollout: RolloutCallback | None = None,
-        on_group: GroupCallback | None = None,
-    ) -> RunSummary:
-        """Run a group per item with at most ``concurrency`` rollouts in flight.
-
-        Group ``k`` resolves its toolsets with seed ``seed + k``. Callbacks run in the task
-        that finished the rollout/group; an exception in one cancels the whole run.
-        """
-        if concurrency < 1:
-            raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
-        limiter = anyio.CapacityLimiter(concurrency)
-        admission = anyio.Semaphore(max(1, concurrency))
-        counts = {"items": 0, "rollouts": 0, "scored": 0, "failed": 0}
-        rewards: list[float] = []
-
-        async def rollout_done(rollout: ScoredRollout) -> None:
-            counts["rollouts"] += 1
-            if rollout.score is not None:
-                counts["scored"] += 1
-                rewards.append(rollout.score.reward)
-            else:
-                counts["failed"] += 1
-            if on_rollout is not None:
-                await on_rollout(rollout)
-
-        async def group(item: Item, index: int) -> None:
-            try:
-                chosen = self.resolve_toolsets(selection or ToolsetSelection(), seed=seed + index)
-                size = self.config.group_size
-                results: list[ScoredRollout | None] = [None] * size
-
-                async def member(m: int) -> None:
-                    async with limiter:
-                        rollout = await self.run_rollout(item, chosen, group_index=m)
-                    results[m] = rollout
-                    await rollout_done(rollout)
-
-                if size == 1:
-                    await member(0)
-                else:
-                    async with anyio.create_task_group() as members:
-                        for m in range(size):
-                            members.start_soon(member, m)
-                if on_group is not None:
-                    await on_group(item, [r for r in results if r is not None])
-            finally:
-                admission.release()
-
-        async with anyio.create_task_group() as tg:
-            index = 0
-            async for item in _aiter(items):
-                await admission.acquire()
-                counts["items"] += 1
-                tg.start_soon(group, item, index)
-                index += 1
-        mean = math.fsum(rewards) / len(rewards) if rewards else 0.0
-        return RunSummary(mean_reward=mean, **counts)
 
     async def run_rollout(
         self,
@@ -404,18 +290,7 @@ class _PhaseClock:
         start = time.perf_counter()
         try:
             return await work
-        except _InfraFailure:
-            raise
-        except Exception as exc:
+        except HermesError as exc:  # a sandbox or backend failing; anything else is a bug
             raise _InfraFailure(name, _describe(exc)) from exc
         finally:
             self.timings[f"{name}_s"] = time.perf_counter() - start
-
-
-async def _aiter(items: Iterable[Item] | AsyncIterable[Item]) -> AsyncIterable[Item]:
-    if isinstance(items, AsyncIterable):
-        async for item in items:
-            yield item
-    else:
-        for item in items:
-            yield item

@@ -1,10 +1,23 @@
 """hermes-rollouts: the assembly layer. One typed :class:`RolloutSpec` -> a started
 :class:`RolloutSession` (sandbox pool + model + tools + agent loop + rollout runner).
 
-It imports the five packages; none of them imports it (import-linter contract). Both apps map
-their options onto the spec and the session's results onto their output formats.
+It imports the five packages; none of them imports it (import-linter contract). It is the
+apps' only door to them: the apps map their options onto the spec (whose section types,
+:class:`ModelSpec` and :class:`SandboxSpec`, are re-exported here with their choices) and the
+session's results onto their output formats.
 """
 
+from hermes_envs.prefill import demonstration_path
+from hermes_loop import SERVER_TYPES, ModelHandle, ModelSpec, ServerType
+from hermes_sandbox.factory import (
+    BACKEND_KINDS,
+    DEFAULT_NOMAD_JOB_PREFIX,
+    BackendKind,
+    SandboxSpec,
+)
+
+from hermes_rollouts.adapter_file import AdapterFile, file_sha256
+from hermes_rollouts.atropos_api import pull_batch, register_trainer
 from hermes_rollouts.boundary import root_error
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
 from hermes_rollouts.command_line import CommandParser, json_object_option
@@ -17,6 +30,7 @@ from hermes_rollouts.environment import (
     default_prefill,
     default_toolsets,
 )
+from hermes_rollouts.models import TokenizerDir, hf_tokenizer_dir, resolve_model_path
 from hermes_rollouts.plugin_loading import ENTRY_POINT_GROUP, PluginError
 from hermes_rollouts.plugins import (
     EnvironmentInfo,
@@ -73,11 +87,16 @@ from hermes_rollouts.validation import (
 )
 
 __all__ = [
+    "BACKEND_KINDS",
+    "DEFAULT_NOMAD_JOB_PREFIX",
     "DUPLICATE_WINDOW_S",
     "EMBEDDED_TOOLSETS",
     "ENTRY_POINT_GROUP",
+    "SERVER_TYPES",
     "TOOLSET_NAMES",
+    "AdapterFile",
     "AgentBudgets",
+    "BackendKind",
     "CheckResult",
     "CommandParser",
     "Credentials",
@@ -88,7 +107,9 @@ __all__ = [
     "EnvironmentSpec",
     "Interruption",
     "LoadedDataset",
+    "ModelHandle",
     "ModelOpener",
+    "ModelSpec",
     "PluginError",
     "PoolSpec",
     "PreflightError",
@@ -96,9 +117,12 @@ __all__ = [
     "RolloutSession",
     "RolloutSpec",
     "SamplingSpec",
+    "SandboxSpec",
+    "ServerType",
     "SignalCounter",
     "SpecCheck",
     "Status",
+    "TokenizerDir",
     "ToolsetSpec",
     "available_environments",
     "build_environment",
@@ -107,11 +131,14 @@ __all__ = [
     "conversations",
     "default_prefill",
     "default_toolsets",
+    "demonstration_path",
     "derive_seed",
     "encode_record",
     "environment_names",
     "environments_text",
+    "file_sha256",
     "get_parser",
+    "hf_tokenizer_dir",
     "interrupted_exit_code",
     "json_object_option",
     "load_dataset",
@@ -119,8 +146,11 @@ __all__ = [
     "open_session",
     "parser_names",
     "prefill_messages",
+    "pull_batch",
     "reference_slug",
+    "register_trainer",
     "resolve_environment",
+    "resolve_model_path",
     "rollout_id",
     "rollout_record",
     "root_error",

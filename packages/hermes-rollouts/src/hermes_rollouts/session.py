@@ -214,7 +214,6 @@ async def open_session(
     backend = build_backend(spec.sandbox, option_names=names.section("sandbox"))
     parser = get_parser(spec.parser, names("parser"))
     runner_config = RunnerConfig(
-        group_size=1,
         max_attempts=spec.budgets.max_attempts,
         acquire_timeout=spec.pool.acquire_timeout_s,
         agent_timeout=spec.budgets.agent_phase_timeout_s,

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import anyio
-from hermes_atropos_env.wiring import AdapterFile
+from hermes_rollouts import AdapterFile
 
 
 def _replace(path: Path, content: bytes) -> None:

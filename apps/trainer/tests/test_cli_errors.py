@@ -1,0 +1,82 @@
+"""Bad options, as a user types them: one line on stderr naming the option, exit code 2, in
+seconds (before the weights, the model or a sandbox load), and no traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX)
+
+TRAINER = Path(__file__).resolve().parents[1]
+#: a process that loads nothing answers in seconds (a source gets 10 s to listen); loading the
+#: weights alone takes 70 s here
+QUICK_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    existing = tmp / "a-file"
+    existing.write_text("not a directory\n")
+    run = ["--output", str(tmp / "run")]
+    return {
+        "negative eval items": (["--eval-items", "-1", "--steps", "1", *run], "--eval-items"),
+        "output under /proc": (["--output", "/proc/x"], "--output"),
+        "output is a file": (["--output", str(existing)], "--output"),
+        # sysfs refuses new files even to root, where a chmod-ed directory would not
+        "output read-only": (["--output", "/sys"], "--output"),
+        "missing run dir": (["--trajectories", str(tmp / "no-run"), *run], "--trajectories"),
+        "unreachable run-api": (
+            ["--atropos-url", f"http://127.0.0.1:{_free_port()}", *run],
+            "--atropos-url",
+        ),
+        "group size 1": (["--group-size", "1", *run], "--group-size"),
+        "adapter dir missing": (["--adapter", str(tmp / "no/dir/a.gguf"), *run], "--adapter"),
+        "adapter dir read-only": (["--adapter", "/sys/adapter.gguf", *run], "--adapter"),
+    }
+
+
+CASES = (
+    "negative eval items",
+    "output under /proc",
+    "output is a file",
+    "output read-only",
+    "missing run dir",
+    "unreachable run-api",
+    "group size 1",
+    "adapter dir missing",
+    "adapter dir read-only",
+)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_bad_option_is_one_line_naming_it_before_anything_loads(
+    case: str, tmp_path: Path
+) -> None:
+    argv, option = _cases(tmp_path)[case]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(TRAINER), *argv, "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=40,
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert option in line
+    assert elapsed < QUICK_S, f"{elapsed:.0f} s: something loaded before the options were checked"
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,42 @@
+"""``metrics.jsonl`` is strict JSON: a loss that is not a number is written as ``null``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hermes_trainer.metrics import StepMetrics, append_jsonl, read_jsonl
+
+pytestmark = pytest.mark.slow  # the trainer's dependencies (matplotlib)
+
+
+def _refuse(constant: str) -> object:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def test_nan_and_infinity_are_written_as_null(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    step = StepMetrics(
+        step=1,
+        rollouts=2,
+        mean_reward=0.5,
+        pass_rate=0.5,
+        trained_groups=1,
+        dropped_groups=0,
+        failed_rollouts=0,
+        loss=float("nan"),
+        log_ratio_mean=0.01,
+        log_ratio_max=float("inf"),
+        trainable_tokens=3,
+        train_tokens_per_s=None,
+        sample_tokens_per_s=None,
+        sample_s=1.0,
+        update_s=2.0,
+    )
+    append_jsonl(path, step)
+    record = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse)
+    assert (record["loss"], record["log_ratio_max"], record["log_ratio_mean"]) == (None, None, 0.01)
+    assert read_jsonl(path) == [
+        StepMetrics(**{**record, "loss": None, "log_ratio_max": None})  # the rest unchanged
+    ]
