@@ -4,28 +4,7 @@ notice is noise to a user; every other record of the ``transformers`` logger pas
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
-
-TORCH_NOTICE = "PyTorch was not found"
-
-
-def _not_the_torch_notice(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith(TORCH_NOTICE)
-
-
-@contextlib.contextmanager
-def without_torch_notice() -> Iterator[None]:
-    """Drop transformers' PyTorch notice while the block runs (a filter on its logger, removed
-    on exit)."""
-    logger = logging.getLogger("transformers")
-    logger.addFilter(_not_the_torch_notice)
-    try:
-        yield
-    finally:
-        logger.removeFilter(_not_the_torch_notice)
-
+from hermes_rollouts import without_torch_notice
 
 with without_torch_notice():
     from atroposlib.envs.base import BaseEnv, BaseEnvConfig, ScoredDataGroup  # type: ignore[import-untyped]

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
-from atroposlib.envs.base import BaseEnv, ScoredDataGroup  # type: ignore[import-untyped]
 from hermes_protocols import ConfigError, Item
 from hermes_protocols.convert import messages_to_openai
 from hermes_rollouts import prefill_messages
 
+from hermes_atropos_env.atroposlib_import import BaseEnv, ScoredDataGroup
 from hermes_atropos_env.config import (
     HermesAtroposEnvConfig,
     InferenceConfig,

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-from atroposlib.envs.base import ScoredDataGroup  # type: ignore[import-untyped]
 from hermes_protocols import AgentResult, FailureKind, ScoredRollout, TokenTrace
 from hermes_protocols.convert import messages_to_openai
 
+from hermes_atropos_env.atroposlib_import import ScoredDataGroup
 from hermes_atropos_env.config import OverlongPolicy
 
 MASKED = -100

@@ -9,6 +9,7 @@ session's results onto their output formats.
 
 from hermes_envs.prefill import demonstration_path
 from hermes_loop import SERVER_TYPES, ModelHandle, ModelSpec, ServerType
+from hermes_loop.hf_tokenizer import without_torch_notice
 from hermes_sandbox.factory import (
     BACKEND_KINDS,
     DEFAULT_NOMAD_JOB_PREFIX,
@@ -159,4 +160,5 @@ __all__ = [
     "tool_stats",
     "validate",
     "watch_signals",
+    "without_torch_notice",
 ]
