@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import posixpath
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 WS = "/workspace/slot-0"
+
+
+def _mark() -> str:
+    """A slot marker of this call alone: the wrapper SIGKILLs every process carrying its
+    marker, so two tests sharing one (on two xdist workers) kill each other's commands."""
+    return f"test-{uuid.uuid4().hex}"
+
+
 _PART = st.sampled_from(["a", "b c", "..", ".", "", "slot-0", "workspace", "/", "x'y"])
 
 
@@ -45,9 +54,11 @@ def test_sibling_prefixes_are_not_inside() -> None:
 
 def test_wrapper_passes_the_command_verbatim_and_reports_timeouts() -> None:
     command = "printf '%s|' \"$1\" 'it''s' $((6*7))"
-    done = subprocess.run(exec_argv("m1", command, 10), capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        exec_argv(_mark(), command, 10), capture_output=True, text=True, timeout=30
+    )
     assert (done.returncode, done.stdout) == (0, "|its|42|")
-    slow = subprocess.run(exec_argv("m2", "sleep 5", 0.3), capture_output=True, timeout=30)
+    slow = subprocess.run(exec_argv(_mark(), "sleep 5", 0.3), capture_output=True, timeout=30)
     assert slow.returncode == TIMEOUT_EXIT
 
 
@@ -57,7 +68,7 @@ def test_wrapper_passes_the_command_verbatim_and_reports_timeouts() -> None:
     ids=["ignores-sigterm", "killed-before-its-time"],
 )
 def test_wrapper_reports_a_sigkilled_timeout_as_a_timeout(command: str) -> None:
-    done = subprocess.run(exec_argv("m4", command, 0.5), capture_output=True, timeout=30)
+    done = subprocess.run(exec_argv(_mark(), command, 0.5), capture_output=True, timeout=30)
     expected = TIMEOUT_EXIT if command.startswith("trap") else 137
     assert done.returncode == expected, done.stderr
 
@@ -66,7 +77,7 @@ def test_reset_empties_a_workspace_with_a_hostile_name(tmp_path: Path) -> None:
     ws = tmp_path / "w s'$(touch PWNED)"
     (ws / "sub").mkdir(parents=True)
     (ws / "sub" / "f").write_text("x")
-    subprocess.run(["bash", "-c", reset_script(str(ws), "m3")], check=True, timeout=30)
+    subprocess.run(["bash", "-c", reset_script(str(ws), _mark())], check=True, timeout=30)
     assert ws.is_dir()
     assert list(ws.iterdir()) == []
     assert not (tmp_path / "PWNED").exists()
