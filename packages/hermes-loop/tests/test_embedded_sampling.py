@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 import pytest
 from hermes_loop.embedded import TokenSampler, log_softmax, token_logprob
@@ -185,3 +186,12 @@ def test_stop_strings_fire_on_the_piece_that_completes_them(
         None,
     )
     assert fired == first
+
+
+def test_the_nucleus_ranks_by_logit_where_the_probabilities_tie() -> None:
+    # exp(-2.2e-30) == exp(0.0) == 1.0: only the logits say which of the two is likelier
+    logits = np.array([-2.2079598e-30, 0.0], dtype=np.float32)
+    params = SamplingParams(temperature=1.0, top_p=0.5, seed=0)
+    for seed in range(20):
+        token, logprob = TokenSampler(attrs.evolve(params, seed=seed)).sample(logits)
+        assert (token, logprob) == (1, 0.0)

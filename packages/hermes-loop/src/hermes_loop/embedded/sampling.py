@@ -96,23 +96,27 @@ class TokenSampler:
         weights = np.exp(scaled)
         if params.top_p >= 1.0:
             return ids, weights
-        return self._nucleus(ids, weights, params.top_p)
+        return self._nucleus(ids, scaled, weights, params.top_p)
 
     @staticmethod
     def _nucleus(
-        ids: IntArray | None, weights: npt.NDArray[np.float64], top_p: float
+        ids: IntArray | None,
+        scaled: npt.NDArray[np.float64],
+        weights: npt.NDArray[np.float64],
+        top_p: float,
     ) -> tuple[IntArray, npt.NDArray[np.float64]]:
-        """Keep the smallest set of most likely candidates whose mass reaches ``top_p``."""
+        """Keep the smallest set of most likely candidates whose mass reaches ``top_p``,
+        ranked by their scaled logits (``weights`` can tie where the logits do not)."""
         total = float(weights.sum())
         order: IntArray
         if len(weights) > _NUCLEUS_PROBE:
-            probe = np.argpartition(weights, -_NUCLEUS_PROBE)[-_NUCLEUS_PROBE:]
+            probe = np.argpartition(scaled, -_NUCLEUS_PROBE)[-_NUCLEUS_PROBE:]
             if float(weights[probe].sum()) >= top_p * total:
-                order = probe[np.argsort(-weights[probe], kind="stable")].astype(np.int64)
+                order = probe[np.argsort(-scaled[probe], kind="stable")].astype(np.int64)
             else:
-                order = np.argsort(-weights, kind="stable").astype(np.int64)
+                order = np.argsort(-scaled, kind="stable").astype(np.int64)
         else:
-            order = np.argsort(-weights, kind="stable").astype(np.int64)
+            order = np.argsort(-scaled, kind="stable").astype(np.int64)
         sorted_weights = weights[order]
         cumulative = np.cumsum(sorted_weights)
         keep = min(int(np.searchsorted(cumulative, top_p * total, side="left")) + 1, len(order))
