@@ -5,8 +5,9 @@ cluster, uses the trainer's dependencies, or takes more than ``SLOW_S`` seconds;
 unit`` runs the others (``-m "not slow"``, docs/testing.md). A test that uses one of
 ``SLOW_FIXTURES`` is marked ``slow`` here, so a new one cannot forget; ``xdist_group`` keeps
 the tests of one shared server on one worker, so ``nox -s tests`` starts it once; tests marked
-``big_memory`` share one worker too, so two of them (7.6 GB for the JAX trainer's, 9.5 GB for
-the Tinker engine's JIT compilation) never run together on a 24 GB machine; and workers get the
+``heavy`` share one worker too, so two of them (7.6 GB for the JAX trainer's, 9.5 GB for
+the Tinker engine's JIT compilation, a hundred docker or gVisor sandboxes) never run together
+on a 2-core, 24 GB machine; and workers get the
 slow tests first, so no long test starts last. Every run ends by naming the unmarked
 tests that took longer than ``SLOW_S``.
 """
@@ -40,8 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group(name))
-        if item.get_closest_marker("big_memory"):
-            item.add_marker(pytest.mark.xdist_group("big_memory"))
+        if item.get_closest_marker("heavy") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("heavy"))  # a shared server's group wins
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
 

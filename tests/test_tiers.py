@@ -1,6 +1,6 @@
 """The test tiers of the root conftest.py: a test using a real server's fixture is slow
 whatever it says, ``-m "not slow"`` (``nox -s unit``) leaves it out, ``-m slow`` picks it, its
-server's tests share one pytest-xdist worker (as do ``big_memory`` tests), and a run names
+server's tests share one pytest-xdist worker (as do ``heavy`` tests), and a run names
 unmarked tests that were slow."""
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def test_marked_and_lingers():
     time.sleep(0.3)
 
 
-@pytest.mark.big_memory
-def test_holds_gigabytes():
+@pytest.mark.heavy
+def test_is_heavy():
     pass
 """
 
@@ -51,7 +51,7 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     conftest = ROOT_CONFTEST.read_text(encoding="utf-8")
     assert "\nSLOW_S = 3.0\n" in conftest
     pytester.makeconftest(conftest.replace("\nSLOW_S = 3.0\n", "\nSLOW_S = 0.2\n"))
-    markers = "".join(f"\n    {name}: {name}" for name in ("slow", "e2e", "big_memory"))
+    markers = "".join(f"\n    {name}: {name}" for name in ("slow", "e2e", "heavy"))
     pytester.makeini(f"[pytest]\nmarkers ={markers}\n")
     pytester.makepyfile(test_suite=SUITE)
     return pytester
@@ -71,10 +71,10 @@ def test_a_server_fixture_groups_its_tests_on_one_worker(suite: pytest.Pytester)
     assert [m.args for m in used.iter_markers("xdist_group")] == [("llama_server",)]
 
 
-def test_big_memory_tests_share_one_worker(suite: pytest.Pytester) -> None:
+def test_heavy_tests_share_one_worker(suite: pytest.Pytester) -> None:
     items, _ = suite.inline_genitems()
     groups = {i.name: [m.args for m in i.iter_markers("xdist_group")] for i in items}
-    assert groups["test_holds_gigabytes"] == [("big_memory",)]
+    assert groups["test_is_heavy"] == [("heavy",)]
     assert groups["test_plain"] == []
 
 

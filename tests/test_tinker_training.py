@@ -22,7 +22,7 @@ from tinker import types
 
 from tests.tinker_server import live_processes, tinker_model_dir, tinker_server
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.big_memory]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
 
 
 def _engines(tmp_path: Path) -> list[int]:

@@ -32,7 +32,7 @@ from tests.processes import background_process, clean_env, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.big_memory]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
 
 SYSTEM_PROMPT = TrainConfig(output=Path(".")).system_prompt
 WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})

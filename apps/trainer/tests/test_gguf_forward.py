@@ -30,7 +30,7 @@ TEXT = (
 
 
 @pytest.mark.slow
-@pytest.mark.big_memory
+@pytest.mark.heavy
 def test_the_jax_forward_pass_matches_llama_cpp_with_and_without_an_adapter(
     tmp_path: Path,
 ) -> None:

@@ -17,7 +17,7 @@ from hermes_trainer.metrics import read_jsonl
 
 
 @pytest.mark.slow
-@pytest.mark.big_memory
+@pytest.mark.heavy
 @pytest.mark.e2e
 def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path: Path) -> None:
     # seed 0: the first step's first group holds both a solved and a failed rollout

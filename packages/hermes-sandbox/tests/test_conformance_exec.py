@@ -158,6 +158,7 @@ class _Barrier:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # two at once (docker beside gVisor) starved `docker rm` past its 120 s
 async def test_hundred_slots_concurrently(make_pool: Callable[..., SlotPool]) -> None:
     results: dict[int, Any] = {}
     all_in = _Barrier(100)
