@@ -123,9 +123,11 @@ class _Actor:
 
 
 class RaySlot:
-    """One slot of a Ray host (``Slot``, ``FileTransfer`` and the windowed reads)."""
+    """One slot of a Ray host (``Slot``, ``FileTransfer`` and the windowed reads) on the
+    cluster node ``node_id``."""
 
-    def __init__(self, actor: _Actor, index: int, workspace: str) -> None:
+    def __init__(self, actor: _Actor, index: int, workspace: str, node_id: str) -> None:
+        self.node_id = node_id
         self._actor = actor
         self._index = index
         self._workspace = workspace
@@ -216,7 +218,7 @@ class RayHost:
     def __init__(self, actor: _Actor, node_id: str, workspaces: list[str]) -> None:
         self._actor = actor
         self.node_id = node_id
-        self._slots = [RaySlot(actor, i, w) for i, w in enumerate(workspaces)]
+        self._slots = [RaySlot(actor, i, w, node_id) for i, w in enumerate(workspaces)]
         self._closed = False
 
     @property
