@@ -15,6 +15,7 @@ tests that took longer than ``SLOW_S``.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ("pytester",)
+
+# Ray (the ray sandbox backend's tests) turns a driver running under `uv run` (nox, CI) into
+# `uv run` on every worker, with this repository uploaded as the job's working directory; the
+# test cluster's workers already run this environment's Python. Read when ray is imported.
+os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
 
 settings.register_profile(
     "ci",

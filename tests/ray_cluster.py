@@ -138,13 +138,14 @@ def _stop(cluster: RayCluster) -> list[str]:
 
 
 @contextlib.contextmanager
-def ray_cluster() -> Iterator[RayCluster]:
-    """A head and a worker node on this machine; stopped (and checked gone) on exit."""
+def ray_cluster(head_args: tuple[str, ...] = ()) -> Iterator[RayCluster]:
+    """A head and a worker node on this machine; stopped (and checked gone) on exit.
+    ``head_args``: more ``ray start`` options of the head (e.g. ``--resources=...``)."""
     # A short path: Ray's unix sockets live under it (108-byte limit).
     temp_dir = Path(tempfile.mkdtemp(prefix="hray-", dir="/tmp"))
     port = _free_port()
     cluster = RayCluster(address=f"127.0.0.1:{port}", temp_dir=temp_dir)
-    head = ["--head", f"--port={port}", "--include-dashboard=false", *_COMMON]
+    head = ["--head", f"--port={port}", "--include-dashboard=false", *_COMMON, *head_args]
     left: list[str] = []
     try:
         _start([*head, f"--temp-dir={temp_dir}"], temp_dir)

@@ -57,22 +57,28 @@ class RayTimeouts:
     health: float = 10.0
 
 
+def _resources(value: Mapping[str, float]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in value.items()}
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class RayConfig:
     """Where the cluster is and what each host reserves on it.
 
     ``address``: the cluster (``host:port`` of its head, or ``auto`` for the cluster this
     machine belongs to). ``cpus``/``memory_mb``: Ray resources reserved per host (``memory_mb``
-    ``None`` reserves none). ``python``: the Python executable (on the nodes) the host actors
-    run on, e.g. the virtual environment hermes-sandbox is installed in; ``None`` = the job's
-    (Ray's own default, or what Ray derives from ``uv run`` when the driver runs under it:
-    then the workers run ``uv run`` too, so set this). ``bwrap``: the node-local bwrap settings
-    of every host (its ``root_dir`` is a path on the nodes).
+    ``None`` reserves none); ``resources``: custom Ray resources too, e.g. to keep hosts on the
+    nodes started with ``--resources '{"sandbox": 64}'``. ``python``: the Python executable on
+    the nodes the host actors run on (a virtual environment with hermes-sandbox); ``None`` =
+    the job's: Ray's default, or, when the driver runs under ``uv run``, ``uv run`` again on
+    every worker (Ray's uv integration), so set it then. ``bwrap``: the node-local bwrap
+    settings of every host (its ``root_dir`` is a path on the nodes).
     """
 
     address: str
     cpus: float = 1.0
     memory_mb: int | None = None
+    resources: dict[str, float] = attrs.field(factory=dict, converter=_resources)
     python: str | None = None
     bwrap: BwrapConfig = attrs.field(factory=BwrapConfig)
     timeouts: RayTimeouts = attrs.field(factory=RayTimeouts)
@@ -299,6 +305,8 @@ class RayBackend:
             "max_restarts": 0,
             "max_concurrency": 1000,
         }
+        if self.config.resources:
+            options["resources"] = dict(self.config.resources)
         if self.config.python is not None:
             options["runtime_env"] = {"py_executable": self.config.python}
         if self.config.memory_mb is not None:
