@@ -26,6 +26,7 @@ import psutil
 
 NODE_CPUS = 2
 OBJECT_STORE_BYTES = 200_000_000
+#: how long a node may take to start and register (a loaded CI machine takes minutes)
 START_TIMEOUT_S = 180.0
 #: CPUs each sandbox host reserves in the tests (eight hosts fit on a node)
 HOST_CPUS = 0.25
@@ -105,6 +106,7 @@ def _start(args: list[str], temp_dir: Path) -> None:
     with log.open("ab") as out:
         done = subprocess.run(
             [_ray_cli(), "start", *args],
+            env={**os.environ, "RAY_raylet_start_wait_time_s": str(int(START_TIMEOUT_S))},
             stdout=out,
             stderr=subprocess.STDOUT,
             timeout=START_TIMEOUT_S,
