@@ -1,7 +1,11 @@
 """The ray backend on the session's live two-node Ray cluster (the root conftest's
 ``ray_cluster``): hosts spread over both nodes, files through the actors, a lost node.
 
-The conformance and isolation suites run on it too (the ``ray`` case of the conftest).
+The conformance and isolation suites run on it too (the ``ray`` case of the conftest); they
+need one node. The node-loss test leaves the session's cluster with its head node only (a
+node started again on this machine did not register within minutes on a loaded CI machine),
+so it comes last here, after the test that needs both nodes (tests of one xdist group run in
+collection order on one worker).
 """
 
 from __future__ import annotations
@@ -88,21 +92,18 @@ async def test_a_lost_node_fails_its_slots_and_the_pool_goes_on(
         assert first.node_id != second.node_id
         head = ray.get_runtime_context().get_node_id()  # the driver's node is the head
         lost, kept = (first, second) if first.node_id != head else (second, first)
-        try:
-            ray_cluster.kill_node(lost.node_id)
-            with pytest.raises(SandboxError, match="gone"):
-                await lost.exec("echo never", timeout=30)
-            assert (await kept.exec("echo still", timeout=30)).stdout == "still\n"
-            await pool.release(lost)  # its reset fails: the pool drops the host
-            replacement = await pool.acquire("c", timeout=120)
-            assert isinstance(replacement, RaySlot)
-            assert replacement.node_id == kept.node_id
-            assert (await replacement.exec("echo new", timeout=30)).stdout == "new\n"
-            await pool.release(replacement)
-            await pool.release(kept)
-        finally:
-            ray_cluster.add_node()  # the session's later tests get two nodes again
-    assert len(_alive_nodes()) == 2
+        ray_cluster.kill_node(lost.node_id)
+        with pytest.raises(SandboxError, match="gone"):
+            await lost.exec("echo never", timeout=30)
+        assert (await kept.exec("echo still", timeout=30)).stdout == "still\n"
+        await pool.release(lost)  # its reset fails: the pool drops the host
+        replacement = await pool.acquire("c", timeout=120)
+        assert isinstance(replacement, RaySlot)
+        assert replacement.node_id == kept.node_id
+        assert (await replacement.exec("echo new", timeout=30)).stdout == "new\n"
+        await pool.release(replacement)
+        await pool.release(kept)
+    assert _alive_nodes() == {kept.node_id}
 
 
 async def test_the_factory_needs_an_address_and_names_the_option() -> None:
