@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
 import shutil
 import statistics
 import sys
@@ -91,6 +92,9 @@ async def _rate(make: Callable[[], HostBackend], name: str, items: list[Item]) -
 
 
 def main() -> None:
+    # The cluster's workers run this Python already: no `uv run` replayed on every worker with
+    # the repository uploaded as the job's working directory (read when Ray is imported).
+    os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
     from hermes_sandbox.backends.ray import RayBackend, RayConfig
 
     items = list(itertools.islice(EndlessTerminalsEnv().items(seed=0), ROLLOUTS))
