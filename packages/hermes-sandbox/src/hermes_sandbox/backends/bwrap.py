@@ -12,6 +12,7 @@ with its parent.
 from __future__ import annotations
 
 import os
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio
@@ -142,7 +143,8 @@ class BwrapBackend:
             disable_userns=config.disable_userns,
             mount_slots=mount_slots,
         )
-        probe = os.path.join(root, f"{PROBE_DIR}-{os.getpid()}")
+        # unique per backend: two pools of one process may start their hosts at once
+        probe = os.path.join(root, f"{PROBE_DIR}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         owner = self.owner_of(PROBE_DIR, 0)
         _host_dirs.empty_dir(probe, owner, None, _host_dirs.slot_subdirs(scratch=True))
         return setup, probe

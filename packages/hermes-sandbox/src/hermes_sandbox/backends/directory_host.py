@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -24,7 +25,8 @@ logger = logging.getLogger(__name__)
 def workspaces_mountable(root: str, disk_bytes: int | None) -> bool:
     """Whether size-limited slot directories can be mounted under ``root`` (else a warning
     says what is not enforced, when a disk limit is set). Call in a worker thread."""
-    if _host_dirs.can_mount_workspaces(os.path.join(root, f".mount-probe-{os.getpid()}")):
+    probe = f".mount-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"  # unique: pools start at once
+    if _host_dirs.can_mount_workspaces(os.path.join(root, probe)):
         return True
     if disk_bytes is not None:
         logger.warning(
