@@ -83,7 +83,7 @@ def measure() -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
         name: {"decode 1": [], f"decode {SEQS}": [], "prompt": []} for name in files
     }
     try:
-        for name, runtime in runtimes.items():  # warm-up
+        for runtime in runtimes.values():  # warm-up
             decode_rate(runtime, 1, 0)
             prompt_rate(runtime, 0)
         for rnd in range(ROUNDS):
