@@ -32,6 +32,11 @@ PROMPT_IDS = 512
 SEQS = 8
 #: llama.cpp threads (1: the number that does not depend on what else runs on the machine)
 THREADS = 1
+LOGPROB_PROMPT = (
+    "<|im_start|>user\nWrite a short story about a dragon and a knight.<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+LOGPROB_TOKENS = 256
 COMMAND = "uv run --frozen --no-sync python -m benchmarks embedded_weights"
 
 
@@ -72,6 +77,35 @@ def prompt_rate(runtime: LlamaRuntime, seed: int) -> float:
     return PROMPT_IDS / (time.perf_counter() - started)
 
 
+def logprob_change(files: dict[str, Path]) -> dict[str, tuple[float, float]]:
+    """Mean and max |Δ raw logprob| against Q4_1 of every token of a text the Q4_1 model
+    sampled (temperature 1, seed 0), teacher-forced on each file."""
+    source = LlamaRuntime(files["Q4_1"], n_ctx=1024, n_threads=THREADS)
+    try:
+        ids = source.tokenize(LOGPROB_PROMPT)
+        rng = np.random.default_rng(0)
+        logits = source.feed(ids)
+        for _ in range(LOGPROB_TOKENS):
+            scaled = np.exp(logits.astype(np.float64) - logits.max())
+            token = int(rng.choice(len(scaled), p=scaled / scaled.sum()))
+            ids.append(token)
+            logits = source.feed_one(token)
+    finally:
+        source.close()
+    scored = {}
+    for name, path in files.items():
+        with LlamaRuntime(path, n_ctx=1024, n_threads=THREADS) as runtime:
+            rows = runtime.feed(ids, all_logits=True)[:-1].astype(np.float64)
+        rows -= rows.max(axis=1, keepdims=True)
+        logprobs = rows - np.log(np.exp(rows).sum(axis=1, keepdims=True))
+        scored[name] = logprobs[np.arange(len(ids) - 1), ids[1:]]
+    return {
+        name: (float(np.abs(v - scored["Q4_1"]).mean()), float(np.abs(v - scored["Q4_1"]).max()))
+        for name, v in scored.items()
+        if name != "Q4_1"
+    }
+
+
 def measure() -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
     files = _files()
     sizes = {name: path.stat().st_size for name, path in files.items()}
@@ -104,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         ROUNDS = int(argv[0])
     load = os.getloadavg()[0]
     sizes, rates = measure()
+    change = logprob_change(_files())
     base = rates["Q4_1"]
     rows = []
     for name, measured in rates.items():
@@ -113,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
             cells.append(f"{statistics.median(values):.0f} ({ratio:.2f}x)")
         rows.append(f"| {name} | {sizes[name] / 2**20:.0f} | " + " | ".join(cells) + " |")
     table = "\n".join(rows)
+    change_rows = "\n".join(
+        f"| {name} | {mean:.4f} | {high:.3f} |" for name, (mean, high) in change.items()
+    )
     body = f"""
 The runtime the backend uses (`LlamaRuntime`: one KV stream per sequence, q8_0 K/V cache, flash
 attention, 32-id micro-batches), {THREADS} thread, on the shipped SmolLM2-135M-Instruct Q4_1
@@ -125,6 +163,13 @@ average (1 min) at the start: {load:.2f}.
 | weights | file (MiB) | decode N=1 | decode N={SEQS} | prompt |
 |---|---:|---:|---:|---:|
 {table}
+
+Teacher-forced raw logprobs of the {LOGPROB_TOKENS} tokens the Q4_1 model sampled after a chat
+prompt (temperature 1, seed 0), against Q4_1's own:
+
+| weights | mean abs change (nats) | max abs change |
+|---|---:|---:|
+{change_rows}
 """
     write_section(
         "embedded_weights",
