@@ -21,13 +21,13 @@ import anyio
 import httpx
 import pytest
 from hermes_atropos_env.trainer import batch_problems
+from hermes_protocols.formats import ATROPOS_MASKED as MASKED
 from hermes_rollouts import pull_batch, register_trainer
 
 from tests.processes import background_process, clean_env, free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
-MASKED = -100
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_atropos_env.trainer import batch_problems
+from hermes_protocols.formats import ATROPOS_MASKED as MASKED
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
-MASKED = -100
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.anyio]
 

@@ -9,10 +9,10 @@ import attrs
 import pytest
 from hermes_atropos_env import HermesAtroposEnvConfig, InferenceConfig
 from hermes_atropos_env.env import HermesAtroposEnv
-from hermes_atropos_env.groups import MASKED
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
 from hermes_atropos_env.trainer import batch_problems
 from hermes_protocols import FailureKind, TokenTrace, ToolErrorKind
+from hermes_protocols.formats import ATROPOS_MASKED as MASKED
 from hermes_report import group_records
 
 pytestmark = pytest.mark.anyio

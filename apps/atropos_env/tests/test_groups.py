@@ -6,8 +6,9 @@ import attrs
 import hypothesis.strategies as st
 import pytest
 from hermes_atropos_env import Exclusion, GroupPolicy, build_group, truncate_trace
-from hermes_atropos_env.groups import MASKED, MASKED_LOGPROB
 from hermes_protocols import FailureKind, TokenTrace
+from hermes_protocols.formats import ATROPOS_MASKED as MASKED
+from hermes_protocols.formats import MASKED_LOGPROB
 from hypothesis import given
 
 

@@ -5,9 +5,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hermes_batch_runner.app import write_outputs
-from hermes_batch_runner.run_dir import RunPaths
 from hermes_batch_runner.summary import SessionStats, build_summary
 from hermes_protocols import ScoredRollout
+from hermes_protocols.formats import RunDirectory
 from hermes_rollouts import rollout_record
 
 MakeRollout = Callable[..., ScoredRollout]
@@ -52,7 +52,7 @@ def test_summary_counts_rewards_tokens_and_tool_errors(make_rollout: MakeRollout
 def test_outputs_report_every_log_with_model_text_escaped(
     tmp_path: Path, make_rollout: MakeRollout
 ) -> None:
-    paths = RunPaths(tmp_path)
+    paths = RunDirectory(tmp_path)
     kept = rollout_record(
         make_rollout("a"), record_id="</script><img src=x onerror=alert(1)>", model="m"
     )

@@ -4,8 +4,8 @@ Rules: failed rollouts (infrastructure or otherwise unscored) are never sent as 
 overlong sequences are dropped or truncated (mask and logprobs cut with them); only complete
 groups (``group_size`` usable rollouts) are sent, because Atropos would otherwise merge partial
 groups of different items into one advantage group. Phase-2 groups carry the sampler's ids,
-masks (``-100`` = not trained) and ``inference_logprobs`` (``1.0`` filler where masked, the
-atroposlib convention); phase-1 groups carry re-tokenized ids, no logprobs, and say so in
+masks and ``inference_logprobs`` in :class:`hermes_protocols.formats.AtroposGroup`'s form;
+phase-1 groups carry re-tokenized ids, no logprobs, and say so in
 ``group_overrides["token_source"]`` (and an empty ``logprob_modes``).
 ``generation_params["sampling"]`` holds the sampling settings every member shares (temperature,
 top-p, ...; a trainer reads the temperature there), ``sampling_by_member`` each member's own
@@ -22,12 +22,10 @@ from typing import Any
 import attrs
 from hermes_protocols import AgentResult, FailureKind, ScoredRollout, TokenTrace
 from hermes_protocols.convert import messages_to_openai
+from hermes_protocols.formats import AtroposGroup, atropos_logprobs, atropos_mask
 
 from hermes_atropos_env.atroposlib_import import ScoredDataGroup
 from hermes_atropos_env.config import OverlongPolicy
-
-MASKED = -100
-MASKED_LOGPROB = 1.0
 
 Retokenize = Callable[[AgentResult], TokenTrace]
 
@@ -192,15 +190,10 @@ def _assemble(
     source = "sampler" if policy.token_mode else "retokenized"
     first = usable[0][0]
     shared, by_member = _sampling(usable)
-    return ScoredDataGroup(
+    group = AtroposGroup(
         tokens=[list(trace.ids) for _, trace in usable],
-        masks=[
-            [tok if m else MASKED for tok, m in zip(trace.ids, _mask_known(trace), strict=True)]
-            for _, trace in usable
-        ],
+        masks=[atropos_mask(trace.ids, _mask_known(trace)) for _, trace in usable],
         scores=[float(r.score.reward) if r.score else 0.0 for r, _ in usable],
-        advantages=None,
-        ref_logprobs=None,
         messages=[messages_to_openai(r.result.messages) if r.result else [] for r, _ in usable],
         generation_params={
             **(generation_params or {}),
@@ -209,13 +202,7 @@ def _assemble(
             "sampling_by_member": by_member,
         },
         inference_logprobs=(
-            [
-                [
-                    lp if m else MASKED_LOGPROB
-                    for lp, m in zip(t.logprobs, _mask_known(t), strict=True)
-                ]
-                for _, t in usable
-            ]
+            [atropos_logprobs(t.logprobs, _mask_known(t)) for _, t in usable]
             if policy.token_mode
             else None
         ),
@@ -226,6 +213,5 @@ def _assemble(
             "item_id": first.item.id,
             **group_overrides,
         },
-        overrides=None,
-        images=None,
     )
+    return ScoredDataGroup(**group.to_json())

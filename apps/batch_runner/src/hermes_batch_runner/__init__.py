@@ -38,7 +38,7 @@ from hermes_batch_runner.jsonl_log import (
     read_records,
     recover_log,
 )
-from hermes_batch_runner.run_dir import RunPaths, default_run_dir, prepare_run_dir
+from hermes_batch_runner.run_dir import default_run_dir, prepare_run_dir
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder, build_summary
 
 __all__ = [
@@ -55,7 +55,6 @@ __all__ = [
     "RolloutSink",
     "RunConfig",
     "RunLock",
-    "RunPaths",
     "RunResult",
     "SessionStats",
     "SummaryBuilder",

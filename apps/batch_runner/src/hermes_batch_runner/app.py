@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import attrs
 from hermes_protocols import JSONObject
+from hermes_protocols.formats import RunDirectory
 from hermes_report import TokenizerFileError, TokenTexts, run_dir_records, write_report
 from hermes_rollouts import Interruption, file_sha256, watch_signals
 from rich.console import Console
@@ -42,7 +43,7 @@ from hermes_batch_runner.retry import (
     count_infrastructure_failures,
     release_infrastructure_failures,
 )
-from hermes_batch_runner.run_dir import RunPaths, read_json, write_json_atomic
+from hermes_batch_runner.run_dir import read_json, write_json_atomic
 from hermes_batch_runner.summary import SessionStats, SummaryBuilder
 
 EXIT_OK = 0
@@ -55,12 +56,12 @@ class RunResult:
     """How a run ended: the exit code, where its files are, and its summary."""
 
     exit_code: int
-    paths: RunPaths
+    paths: RunDirectory
     summary: JSONObject
     interrupted: bool
 
 
-def resume_command(paths: RunPaths) -> str:
+def resume_command(paths: RunDirectory) -> str:
     return f"uv run apps/batch_runner --output {paths.root} --resume"
 
 
@@ -76,7 +77,7 @@ def run_record(config: RunConfig, argv: list[str]) -> JSONObject:
     return record
 
 
-def _recover_all(paths: RunPaths) -> tuple[frozenset[str], list[Recovery]]:
+def _recover_all(paths: RunDirectory) -> tuple[frozenset[str], list[Recovery]]:
     recoveries = [recover_log(p) for p in paths.logs]
     done: set[str] = set()
     for path, recovery in zip(paths.logs, recoveries, strict=True):
@@ -101,7 +102,7 @@ def _signal_notices(console: Console) -> tuple[Notice, Notice]:
     return drain, cancel
 
 
-def write_report_html(paths: RunPaths, *, title: str, console: Console | None = None) -> None:
+def write_report_html(paths: RunDirectory, *, title: str, console: Console | None = None) -> None:
     """Render ``report.html`` from the three logs (streamed), with token text from the run's
     ``tokenizer.json`` when it has one."""
     texts: TokenTexts | None = None
@@ -121,7 +122,7 @@ def write_report_html(paths: RunPaths, *, title: str, console: Console | None = 
 
 
 def write_outputs(
-    paths: RunPaths,
+    paths: RunDirectory,
     *,
     expected: int,
     session: SessionStats,
@@ -142,7 +143,7 @@ def write_outputs(
 
 async def run_batch(
     config: RunConfig,
-    paths: RunPaths,
+    paths: RunDirectory,
     *,
     resume: bool,
     wiring: Wiring,
@@ -180,7 +181,7 @@ async def run_batch(
 
 async def _run_batch(
     config: RunConfig,
-    paths: RunPaths,
+    paths: RunDirectory,
     *,
     resume: bool,
     wiring: Wiring,
@@ -286,7 +287,7 @@ async def _run_batch(
 
 async def _execute_with_progress(
     config: RunConfig,
-    paths: RunPaths,
+    paths: RunDirectory,
     plan: Sequence[PlannedRollout],
     run_one: RolloutFn,
     model: str,

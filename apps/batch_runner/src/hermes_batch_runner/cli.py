@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import attrs
 from hermes_protocols import ConfigError, Environment, HermesError
+from hermes_protocols.formats import RunDirectory
 from hermes_rollouts import (
     SERVER_TYPES,
     CommandParser,
@@ -37,7 +38,6 @@ from hermes_batch_runner.config import (
 )
 from hermes_batch_runner.errors import OutputDirError
 from hermes_batch_runner.run_dir import (
-    RunPaths,
     default_run_dir,
     prepare_run_dir,
     read_json,
@@ -180,6 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--sandbox-allow-network", action="store_const", const=True, help="allow network"
     )
     box.add_argument("--nomad-address", metavar="URL", help="Nomad HTTP API address")
+    box.add_argument("--ray-address", metavar="HOST:PORT", help="Ray cluster (--sandbox ray)")
+    box.add_argument(
+        "--ray-python", metavar="PATH", help="the nodes' Python with hermes-sandbox (ray)"
+    )
     box.add_argument("--command-timeout", type=float, metavar="S", help="per command (30)")
     out = p.add_argument_group("output and control")
     out.add_argument("--output", metavar="DIR", help="run directory (runs/<timestamp>)")
@@ -206,7 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def latest_run(base: Path) -> Path:
-    runs = sorted((d for d in base.glob("*") if (d / "run.json").is_file()), key=lambda d: d.name)
+    runs = sorted(
+        (d for d in base.glob("*") if RunDirectory(d).run.is_file()), key=lambda d: d.name
+    )
     if not runs:
         raise OutputDirError(f"no run to resume under {base}/; pass --output DIR")
     return runs[-1]
@@ -217,7 +223,7 @@ class Resolved:
     """What the command line resolved to; ``skipped`` lists dataset lines skipped as invalid."""
 
     config: RunConfig
-    paths: RunPaths
+    paths: RunDirectory
     resume: bool
     credentials: Credentials
     environment: Environment
@@ -239,7 +245,7 @@ def resolve(args: dict[str, Any]) -> Resolved:
     if resume:
         given = explicit.get("output")
         root = Path(given) if given else latest_run(RUNS_DIR)
-        run_file = RunPaths(root).run
+        run_file = RunDirectory(root).run
         if not run_file.is_file():
             raise OutputDirError(f"cannot resume: {run_file} does not exist")
         recorded = read_json(run_file)
@@ -368,7 +374,7 @@ def main(argv: Sequence[str] | None = None, *, wiring: Wiring | None = None) -> 
     return result.exit_code
 
 
-def _discard_if_unstarted(paths: RunPaths) -> None:
+def _discard_if_unstarted(paths: RunDirectory) -> None:
     """Remove a run directory this process created but never started (no run.json)."""
     if paths.run.exists():
         return

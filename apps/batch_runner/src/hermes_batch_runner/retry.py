@@ -11,15 +11,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hermes_protocols.formats import RunDirectory
 from hermes_rollouts import encode_record
 
 from hermes_batch_runner.jsonl_log import iter_records
-from hermes_batch_runner.run_dir import RunPaths
 
 HISTORY_FILE = "failed_history.jsonl"
 
 
-def history_path(paths: RunPaths) -> Path:
+def history_path(paths: RunDirectory) -> Path:
     return paths.root / HISTORY_FILE
 
 
@@ -46,7 +46,7 @@ def _rewrite(path: Path, records: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def release_infrastructure_failures(paths: RunPaths) -> frozenset[str]:
+def release_infrastructure_failures(paths: RunDirectory) -> frozenset[str]:
     """Move the infrastructure failures out of ``failed.jsonl`` into the history file; returns
     their ids (to run again). Call with the run lock held, after the logs are recovered."""
     records = list(iter_records(paths.failed))
@@ -58,5 +58,5 @@ def release_infrastructure_failures(paths: RunPaths) -> frozenset[str]:
     return frozenset(str(r["id"]) for r in retry)
 
 
-def count_infrastructure_failures(paths: RunPaths) -> int:
+def count_infrastructure_failures(paths: RunDirectory) -> int:
     return sum(1 for r in iter_records(paths.failed) if is_infrastructure_failure(r))

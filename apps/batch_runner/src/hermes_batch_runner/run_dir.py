@@ -1,4 +1,5 @@
-"""The run directory: ``runs/<timestamp>/`` with the files every run writes."""
+"""The run directory: ``runs/<timestamp>/`` with the files every run writes (their names:
+:class:`hermes_protocols.formats.RunDirectory`)."""
 
 from __future__ import annotations
 
@@ -8,52 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import attrs
+from hermes_protocols.formats import RunDirectory
 
 from hermes_batch_runner.errors import OutputDirError
-
-RUN_FILE = "run.json"
-
-
-@attrs.frozen(slots=True)
-class RunPaths:
-    """Where each output of a run lives."""
-
-    root: Path
-
-    @property
-    def trajectories(self) -> Path:
-        return self.root / "trajectories.jsonl"
-
-    @property
-    def failed(self) -> Path:
-        return self.root / "failed.jsonl"
-
-    @property
-    def filtered(self) -> Path:
-        return self.root / "filtered.jsonl"
-
-    @property
-    def summary(self) -> Path:
-        return self.root / "summary.json"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.html"
-
-    @property
-    def tokenizer(self) -> Path:
-        """The model's ``tokenizer.json`` (token mode), read by the report for token text."""
-        return self.root / "tokenizer.json"
-
-    @property
-    def run(self) -> Path:
-        return self.root / RUN_FILE
-
-    @property
-    def logs(self) -> tuple[Path, Path, Path]:
-        """The three exactly-once logs; every finished rollout id is in exactly one."""
-        return (self.trajectories, self.failed, self.filtered)
 
 
 def default_run_dir(base: Path, now: dt.datetime | None = None) -> Path:
@@ -67,9 +25,9 @@ def default_run_dir(base: Path, now: dt.datetime | None = None) -> Path:
     return candidate
 
 
-def prepare_run_dir(root: Path, *, resume: bool) -> RunPaths:
+def prepare_run_dir(root: Path, *, resume: bool) -> RunDirectory:
     """Create (or, when resuming, check) the run directory and prove it is writable."""
-    paths = RunPaths(root)
+    paths = RunDirectory(root)
     if resume:
         if not paths.run.is_file():
             raise OutputDirError(

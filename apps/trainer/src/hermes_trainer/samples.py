@@ -17,9 +17,12 @@ from typing import Any
 
 import attrs
 from hermes_protocols import HermesError, ScoredRollout
-
-#: the mask value Atropos uses for a token that does not train
-ATROPOS_MASKED = -100
+from hermes_protocols.formats import (
+    ATROPOS_MASKED,
+    AtroposGroup,
+    TokenSequence,
+    trajectory_sequence,
+)
 
 
 class FidelityError(HermesError):
@@ -87,73 +90,64 @@ def _check_mode(rollout_id: str, mode: object) -> None:
         )
 
 
-def _temperature(sampling: object, where: str) -> float:
-    value = sampling.get("temperature") if isinstance(sampling, Mapping) else None
-    if not isinstance(value, int | float) or isinstance(value, bool):
+def _temperature(sequence: TokenSequence, where: str) -> float:
+    value = sequence.temperature
+    if value is None:
         raise FidelityError(f"{where} does not say which temperature it was sampled at")
-    return float(value)
+    return value
 
 
-def from_atropos_group(group: Mapping[str, Any], where: str) -> list[Sample]:
+def _sample(sequence: TokenSequence, where: str) -> Sample:
+    """``sequence`` as a sample (``0.0`` for the logprob where the mask is 0)."""
+    return _checked(
+        Sample(
+            id=sequence.id,
+            reward=sequence.reward,
+            ids=sequence.ids,
+            mask=sequence.mask,
+            logprobs=tuple(
+                lp if lp is not None else (math.nan if on else 0.0)
+                for lp, on in zip(sequence.logprobs, sequence.mask, strict=False)
+            ),
+            temperature=_temperature(sequence, where),
+        )
+    )
+
+
+def from_atropos_group(value: Mapping[str, Any], where: str) -> list[Sample]:
     """The sequences of one ``run-api`` group (``where`` names it in errors)."""
-    overrides = group.get("group_overrides") or {}
-    if overrides.get("token_source") != "sampler":
+    group = AtroposGroup.from_json(value, where)
+    if group.token_source != "sampler":
         raise FidelityError(
-            f"{where} is not sampler-exact (token_source {overrides.get('token_source')!r}); "
+            f"{where} is not sampler-exact (token_source {group.token_source!r}); "
             "serve the environment with a token server (phase 2)"
         )
-    for mode in overrides.get("logprob_modes") or ():
-        _check_mode(where, None if mode == "None" else mode)
-    tokens, masks = group.get("tokens") or [], group.get("masks") or []
-    logprobs, scores = group.get("inference_logprobs") or [], group.get("scores") or []
-    if not len(tokens) == len(masks) == len(logprobs) == len(scores):
+    for mode in group.logprob_modes:
+        _check_mode(where, mode)
+    logprobs = group.inference_logprobs or []
+    if not len(group.tokens) == len(group.masks) == len(logprobs) == len(group.scores):
         raise FidelityError(f"{where}: tokens, masks, inference_logprobs, scores differ in count")
-    temperature = _temperature((group.get("generation_params") or {}).get("sampling"), where)
-    samples = []
-    for index, (ids, mask, lps, score) in enumerate(
-        zip(tokens, masks, logprobs, scores, strict=True)
-    ):
-        on = tuple(int(m != ATROPOS_MASKED) for m in mask)
+    for index, (ids, mask) in enumerate(zip(group.tokens, group.masks, strict=True)):
         if any(m != ATROPOS_MASKED and m != i for m, i in zip(mask, ids, strict=False)):
             raise FidelityError(f"{where} sequence {index}: a mask entry is not its token")
-        samples.append(
-            _checked(
-                Sample(
-                    id=f"{where}/{index}",
-                    reward=float(score),
-                    ids=tuple(int(i) for i in ids),
-                    mask=on,
-                    logprobs=tuple(float(lp) if m else 0.0 for lp, m in zip(lps, on, strict=False)),
-                    temperature=temperature,
-                )
-            )
-        )
-    return samples
+    return [_sample(sequence, where) for sequence in group.sequences(where)]
 
 
 def from_trajectory(record: Mapping[str, Any]) -> Sample:
     """A batch runner ``trajectories.jsonl`` record (token mode)."""
     rollout_id = str(record.get("id"))
-    if record.get("token_source") != "sampler":
+    where = f"trajectory {rollout_id}"
+    sequence = trajectory_sequence(record, where)
+    if sequence is None or sequence.token_source != "sampler":
+        source = None if sequence is None else sequence.token_source
         raise FidelityError(
-            f"trajectory {rollout_id} has token_source {record.get('token_source')!r}; only "
-            "token-mode runs (the sampler's own ids and logprobs) train"
+            f"{where} has token_source {source!r}; only token-mode runs (the sampler's own ids "
+            "and logprobs) train"
         )
-    _check_mode(rollout_id, record.get("logprob_mode"))
-    sampling = record.get("sampling")
-    if isinstance(sampling, Mapping) and sampling.get("missing_logprobs"):
-        raise FidelityError(f"trajectory {rollout_id} lacks logprobs the engine did not return")
-    reward = record.get("reward")
-    return _checked(
-        Sample(
-            id=rollout_id,
-            reward=None if reward is None else float(reward),
-            ids=tuple(int(i) for i in record.get("tokens") or ()),
-            mask=tuple(int(m) for m in record.get("masks") or ()),
-            logprobs=tuple(float(lp) for lp in record.get("logprobs") or ()),
-            temperature=_temperature(sampling, f"trajectory {rollout_id}"),
-        )
-    )
+    _check_mode(rollout_id, sequence.logprob_mode)
+    if (sequence.sampling or {}).get("missing_logprobs"):
+        raise FidelityError(f"{where} lacks logprobs the engine did not return")
+    return _sample(sequence, where)
 
 
 def group_temperature(samples: Sequence[Sample]) -> float:

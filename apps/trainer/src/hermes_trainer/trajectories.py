@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio.to_thread
 from hermes_protocols import ConfigError
+from hermes_protocols.formats import RunDirectory
 
 from hermes_trainer.samples import Sample, from_trajectory
 from hermes_trainer.source import Collected, Weights
@@ -24,7 +25,7 @@ from hermes_trainer.source import Collected, Weights
 
 def trajectory_file(path: Path) -> Path:
     """``path`` itself, or a run directory's ``trajectories.jsonl``."""
-    return path / "trajectories.jsonl" if path.is_dir() else path
+    return RunDirectory(path).trajectories if path.is_dir() else path
 
 
 @contextmanager

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hermes_protocols.formats import FormatVersionError, RunDirectory
+
 from hermes_report.page import write_report
 from hermes_report.sources import TOKENIZER_FILE, ReportSourceError, records_from
 from hermes_report.tokens import TokenizerFileError, TokenTexts
@@ -33,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def default_output(path: Path) -> Path:
     """Where the report goes when ``-o`` is not given."""
-    return path / "report.html" if path.is_dir() else path.with_suffix(".html")
+    return RunDirectory(path).report if path.is_dir() else path.with_suffix(".html")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             token_text=texts,
             special_ids=texts.special_ids if texts else (),
         )
-    except (ReportSourceError, TokenizerFileError, OSError) as exc:
+    except (ReportSourceError, TokenizerFileError, FormatVersionError, OSError) as exc:
         print(f"hermes-report: {exc}", file=sys.stderr)
         return 2
     print(out)

@@ -1,7 +1,9 @@
 """Where records come from: a batch-runner run directory or an Atropos ``process`` JSONL.
 
-Both are streamed line by line. An Atropos ``ScoredDataGroup`` line becomes one record per
-member: ``tokens``, ``masks`` (``-100`` -> 0, else 1), ``logprobs`` (``inference_logprobs``,
+Both are streamed line by line and read through :mod:`hermes_protocols.formats`, the types
+their writers use (a record or group of another format version is refused in one line). An
+Atropos group becomes one record per member: its
+:class:`~hermes_protocols.formats.TokenSequence` (``tokens``, ``masks`` 0/1, ``logprobs``
 ``None`` where masked), ``reward`` (its score), ``messages`` when the group carries them,
 ``prefill_messages`` (its ``group_overrides``: how many messages are a demonstration).
 """
@@ -13,12 +15,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-RUN_LOGS = (
-    ("trajectories.jsonl", "kept"),
-    ("failed.jsonl", "failed"),
-    ("filtered.jsonl", "filtered"),
-)
-TOKENIZER_FILE = "tokenizer.json"
+from hermes_protocols.formats import AtroposGroup, RunDirectory, check_trajectory_version
+
+TOKENIZER_FILE = RunDirectory(Path()).tokenizer.name
 
 
 class ReportSourceError(Exception):
@@ -43,50 +42,44 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
 
 def run_dir_records(root: Path) -> Iterator[dict[str, Any]]:
     """Every record of a batch-runner run directory, kept then failed then filtered."""
-    for name, status in RUN_LOGS:
-        path = root / name
+    for path, status in RunDirectory(root).status_logs:
         if path.is_file():
-            for record in _lines(path):
+            for number, record in enumerate(_lines(path), 1):
+                check_trajectory_version(record, f"{path} record {number}")
                 yield {**record, "status": status}
 
 
-def _member(group: Mapping[str, Any], key: str, index: int) -> Any:
-    values = group.get(key)
-    return values[index] if isinstance(values, list) and index < len(values) else None
-
-
-def group_records(group: Mapping[str, Any], number: int) -> Iterator[dict[str, Any]]:
-    """The members of one ``ScoredDataGroup`` as report records."""
-    overrides = group.get("group_overrides") or {}
-    params = group.get("generation_params") or {}
-    source = overrides.get("token_source") or params.get("token_source")
-    item_id = str(overrides.get("item_id") or f"group-{number}")
-    env = overrides.get("environment")
-    for index, ids in enumerate(group.get("tokens") or []):
-        masks = _member(group, "masks", index) or []
-        mask = [0 if m == -100 else 1 for m in masks]
-        logprobs = _member(group, "inference_logprobs", index)
+def group_records(
+    value: Mapping[str, Any], number: int, where: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """The members of one ``ScoredDataGroup`` (the ``number``-th of its file, ``where`` in
+    errors) as records."""
+    group = AtroposGroup.from_json(value, where or f"group {number}")
+    item_id = group.item_id or f"group-{number}"
+    env = group.environment
+    messages = group.messages or []
+    for index, sequence in enumerate(group.sequences(f"{env or 'atropos'}/{item_id}")):
         record: dict[str, Any] = {
-            "id": f"{env or 'atropos'}/{item_id}/{index}",
+            "id": sequence.id,
             "env": env,
-            "item": {"id": item_id, "data": overrides.get("item_data")},
+            "item": {"id": item_id, "data": group.group_overrides.get("item_data")},
             "status": "kept",
-            "reward": _member(group, "scores", index),
-            "messages": _member(group, "messages", index) or [],
-            "tokens": ids,
-            "masks": mask,
-            "token_source": source,
-            "prefill_messages": overrides.get("prefill_messages"),
+            "reward": sequence.reward,
+            "messages": messages[index] if index < len(messages) else [],
+            "tokens": list(sequence.ids),
+            "masks": list(sequence.mask),
+            "token_source": sequence.token_source,
+            "prefill_messages": group.group_overrides.get("prefill_messages"),
         }
-        if isinstance(logprobs, list):
-            record["logprobs"] = [lp if m else None for lp, m in zip(logprobs, mask, strict=False)]
+        if group.inference_logprobs is not None:
+            record["logprobs"] = list(sequence.logprobs)
         yield record
 
 
 def atropos_records(path: Path) -> Iterator[dict[str, Any]]:
     """Every rollout of an Atropos ``process`` JSONL (one ``ScoredDataGroup`` per line)."""
     for number, group in enumerate(_lines(path)):
-        yield from group_records(group, number)
+        yield from group_records(group, number, f"{path} group {number + 1}")
 
 
 def is_group(value: Mapping[str, Any]) -> bool:
@@ -97,7 +90,7 @@ def is_group(value: Mapping[str, Any]) -> bool:
 def records_from(path: Path) -> Iterator[dict[str, Any]]:
     """The records at ``path``: a run directory, an Atropos JSONL or a JSONL of records."""
     if path.is_dir():
-        if not any((path / name).is_file() for name, _ in RUN_LOGS):
+        if not RunDirectory(path).holds_a_run():
             raise ReportSourceError(
                 f"{path} is not a run directory (no trajectories.jsonl, failed.jsonl or "
                 "filtered.jsonl): pass a batch-runner run directory or a JSONL file"

@@ -5,16 +5,16 @@ Every writer of trajectory records (the batch runner, ``hermes-envs check``) goe
 environment returned that is not (bytes in its setup metadata, a set in an item) is refused
 with a :class:`RecordError` naming the environment and the key.
 
-Fields: ``id``, ``env``, ``item``, ``group_index``, ``messages`` (OpenAI chat JSON),
-``conversations`` (ShareGPT ``from``/``value`` as hermes-agent writes them, the tool list in the
-system turn), ``tools`` (the OpenAI schemas the model was given), ``system_prompt`` (that
-system turn), ``tool_stats`` (calls/successes/failures per tool), ``toolsets_used``,
-``prefill_messages`` (demonstration messages before the task; see
-:func:`hermes_rollouts.model_view`), ``reward``,
+Fields: ``format_version`` (:data:`hermes_protocols.formats.TRAJECTORY_FORMAT`), ``id``,
+``env``, ``item``, ``group_index``, ``messages`` (OpenAI chat JSON), ``conversations``
+(ShareGPT ``from``/``value`` as hermes-agent writes them, the tool list in the system turn),
+``tools`` (the OpenAI schemas the model was given), ``system_prompt`` (that system turn),
+``tool_stats`` (calls/successes/failures per tool), ``toolsets_used``, ``prefill_messages``
+(demonstration messages before the task; see :func:`hermes_rollouts.model_view`), ``reward``,
 ``metrics``, ``failure``, ``stop_reason``, ``tool_errors``, ``turns``, ``reasoning`` (per turn),
-``timings``, ``model``, ``metadata``, and in token mode ``tokens``, ``masks``, ``logprobs``,
-``token_source``, ``logprob_mode`` and ``drift``; ``sampling`` (sampling parameters, the
-logprob mode requested and the one the engine returned, positions without a logprob).
+``timings``, ``model``, ``metadata``, and in token mode the token fields of
+:func:`hermes_protocols.formats.token_fields` and ``drift``; ``sampling`` (sampling parameters,
+the logprob mode requested and the one the engine returned, positions without a logprob).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from hermes_protocols import (
     json_problem,
 )
 from hermes_protocols.convert import messages_to_openai, record_converter
+from hermes_protocols.formats import FORMAT_KEY, TRAJECTORY_FORMAT, token_fields
 
 from hermes_rollouts.records import model_view
 
@@ -85,11 +86,7 @@ def _result_fields(result: AgentResult) -> JSONObject:
         "sampling": result.metadata.get("sampling"),
     }
     if result.trace is not None:
-        out["tokens"] = list(result.trace.ids)
-        out["masks"] = list(result.trace.mask)
-        out["logprobs"] = [_finite(v) for v in result.trace.logprobs]
-        out["token_source"] = result.trace.source
-        out["logprob_mode"] = result.trace.logprob_mode
+        out.update(token_fields(result.trace))
     if result.drift is not None:
         out["drift"] = {
             "mismatches": result.drift.mismatches,
@@ -104,6 +101,7 @@ def _result_fields(result: AgentResult) -> JSONObject:
 def rollout_record(rollout: ScoredRollout, *, record_id: str, model: str) -> JSONObject:
     """The JSON record of ``rollout`` under ``record_id``; strict JSON (no NaN)."""
     record: JSONObject = {
+        FORMAT_KEY: TRAJECTORY_FORMAT,
         "id": record_id,
         "env": rollout.env,
         "item": {"id": rollout.item.id, "data": rollout.item.data, "split": rollout.item.split},

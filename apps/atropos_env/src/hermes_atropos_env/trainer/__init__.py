@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
+from hermes_protocols.formats import ATROPOS_MASKED as MASKED
 from hermes_rollouts.atropos_api import Group, pull_batch, register_trainer
-
-MASKED = -100
 
 
 def batch_problems(batch: Sequence[Group]) -> list[str]:
