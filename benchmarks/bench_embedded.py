@@ -1,6 +1,7 @@
 """Embedded model: decode tokens/s of EmbeddedTokenBackend vs llama-cpp-python's own loops.
 
-Same GGUF (SmolLM2-135M-Instruct Q4_1), same prompt, same thread count, same run. Baselines:
+Same GGUF (the default: SmolLM2-135M-Instruct converted to Q8_0), same prompt, same thread
+count, same run. Baselines:
 
 * ``Llama.generate``: llama-cpp-python's raw generation loop (its C sampler, no logprobs);
 * ``Llama.create_completion(logprobs=1)`` on a ``logits_all=True`` model: its logprob path.
@@ -100,11 +101,11 @@ def main() -> None:
     runs = {key: ", ".join(f"{v:.1f}" for v in values) for key, values in results.items()}
     body = f"""
 Decode speed of `EmbeddedTokenBackend.generate` (numpy log-softmax + sampling, exact logprobs
-always on) against llama-cpp-python on the same SmolLM2-135M-Instruct Q4_1 GGUF, same chat
-prompt, {default_threads()} thread(s), n_ctx {N_CTX}; {RUNS} interleaved runs of up to {TOKENS}
-tokens at temperature 1 ({LOGPROB_PATH_TOKENS} for the slow `logits_all` path); median
-tokens/s. Our runs produced {tokens} tokens (they end early only at EOS). The prompt is cached
-by every engine, so the numbers are decode speed.
+always on) against llama-cpp-python on the same GGUF (the default SmolLM2-135M-Instruct,
+Q8_0), same chat prompt, {default_threads()} thread(s), n_ctx {N_CTX}; {RUNS} interleaved runs
+of up to {TOKENS} tokens at temperature 1 ({LOGPROB_PATH_TOKENS} for the slow `logits_all`
+path); median tokens/s. Our runs produced {tokens} tokens (they end early only at EOS). The
+prompt is cached by every engine, so the numbers are decode speed.
 
 | engine | tokens/s (median) | runs |
 |---|---|---|

@@ -1,7 +1,8 @@
 """Embedded model under concurrency: aggregate generated tokens/s vs llama.cpp's own batching.
 
-Same GGUF (SmolLM2-135M-Instruct Q4_1), same chat prompt, same thread count, same run. For
-each concurrency N in (1, 4, 16):
+Same GGUF (the default model: SmolLM2-135M-Instruct converted to Q8_0; or the file named on the
+command line), same chat prompt, same thread count, same run. For each concurrency N in
+(1, 8, 16):
 
 * baseline: llama.cpp's batched decoding through llama-cpp-python's low-level API, as
   llama.cpp's ``examples/batched`` does it: one context with ``n_seq_max = N`` (unified KV
@@ -21,6 +22,7 @@ configuration (model + KV cache of N sequences of n_ctx tokens).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,17 +30,24 @@ import time
 
 import anyio
 import llama_cpp
-from hermes_loop.embedded import EmbeddedModel, EmbeddedTokenBackend, default_threads
+from hermes_loop.embedded import (
+    EmbeddedModel,
+    EmbeddedTokenBackend,
+    default_threads,
+    resolve_model_path,
+)
 from hermes_protocols import Message, SamplingParams
 
 from benchmarks.report import write_section
 
 ROUNDS = 3
 TOKENS = 128
-CONCURRENCY = (1, 4, 16)
+CONCURRENCY = (1, 8, 16)
 N_CTX = 1024  # per sequence
 #: llama.cpp threads for both engines (None: default_threads(), the physical cores)
 THREADS: int | None = None
+#: the GGUF both engines load (None: the embedded default)
+MODEL: str | None = None
 COMMAND = "uv run --frozen --no-sync python -m benchmarks embedded_batching"
 PROMPT = "Write a very long story about a dragon and a knight."
 
@@ -132,7 +141,9 @@ async def measure() -> dict[int, dict[str, list[float]]]:
     results: dict[int, dict[str, list[float]]] = {}
     for n in CONCURRENCY:
         rates: dict[str, list[float]] = {"baseline": [], "ours": [], "ratio": []}
-        async with await EmbeddedModel.open(n_ctx=N_CTX, concurrency=n, n_threads=threads) as model:
+        async with await EmbeddedModel.open(
+            MODEL, n_ctx=N_CTX, concurrency=n, n_threads=threads
+        ) as model:
             text = model.template.render([Message.user(PROMPT)], add_generation_prompt=True)
             prompt = model.tokenizer.encode(text)
             baseline = await anyio.to_thread.run_sync(Baseline, str(model.path), n, threads)
@@ -158,7 +169,7 @@ def resident_mib(n: int, n_ctx: int) -> dict[str, float]:
     code = (
         "import anyio, json, sys\n"
         "from benchmarks.bench_embedded_batching import _rss_probe\n"
-        f"print(json.dumps(anyio.run(_rss_probe, {n}, {n_ctx})))\n"
+        f"print(json.dumps(anyio.run(_rss_probe, {n}, {n_ctx}, {MODEL!r})))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
@@ -175,23 +186,28 @@ def _vm_rss_mib() -> float:
     return float("nan")
 
 
-async def _rss_probe(n: int, n_ctx: int) -> dict[str, float]:
+async def _rss_probe(n: int, n_ctx: int, model: str | None) -> dict[str, float]:
     before = _vm_rss_mib()
-    async with await EmbeddedModel.open(n_ctx=n_ctx, concurrency=n) as model:
-        prompt = model.tokenizer.encode(PROMPT)
-        await model.backend.generate(prompt, sampling=SamplingParams(max_tokens=4, seed=0))
+    async with await EmbeddedModel.open(model, n_ctx=n_ctx, concurrency=n) as embedded:
+        prompt = embedded.tokenizer.encode(PROMPT)
+        await embedded.backend.generate(prompt, sampling=SamplingParams(max_tokens=4, seed=0))
         after = _vm_rss_mib()
     return {"before": before, "after": after}
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m benchmarks.bench_embedded_batching [THREADS [ROUNDS]]``."""
-    global THREADS, ROUNDS
+    """``python -m benchmarks.bench_embedded_batching [THREADS [ROUNDS [MODEL.gguf]]]``
+    (THREADS 0: the physical cores)."""
+    global THREADS, ROUNDS, MODEL
     args = argv or []
     if args:
-        THREADS = int(args[0])
+        THREADS = int(args[0]) or None
     if len(args) > 1:
         ROUNDS = int(args[1])
+    if len(args) > 2:
+        MODEL = args[2]
+    load = os.getloadavg()[0]
+    model_name = resolve_model_path(MODEL).name  # converts the default model once, if needed
     results = anyio.run(measure)
     threads = THREADS or default_threads()
     memory = {(n, ctx): resident_mib(n, ctx) for n, ctx in ((1, 2048), (16, 2048), (16, 4096))}
@@ -214,10 +230,11 @@ Aggregate generated tokens/s of N concurrent rollouts on one `EmbeddedTokenBacke
 (concurrency N, continuous batching, exact logprobs) against llama.cpp's own batched decoding of
 N sequences (`examples/batched` through llama-cpp-python's low-level API: prompt evaluated
 once, one `llama_decode` per step with a token of every sequence, llama.cpp's C sampler).
-SmolLM2-135M-Instruct Q4_1, chat prompt "{PROMPT}", up to {TOKENS} tokens per sequence at
+`{model_name}`, chat prompt "{PROMPT}", up to {TOKENS} tokens per sequence at
 temperature 1 (both end a sequence at an end-of-generation id), {threads} thread(s),
 {N_CTX} tokens of context per sequence; {ROUNDS} interleaved rounds, median tokens/s and the
-median of the per-round ratios. Prompt evaluation is included in the time.
+median of the per-round ratios. Prompt evaluation is included in the time. Load average
+(1 min) at the start: {load:.2f}.
 
 | N | llama.cpp batched (tok/s) | hermes (tok/s) | ratio | rounds (baseline/ours) |
 |---|---|---|---|---|

@@ -83,7 +83,8 @@ def main() -> None:
         native.append(_decode(native=True))
     ratios = [p / n for p, n in zip(portable, native, strict=True)]
     lines = [
-        f"SmolLM2-135M Q4_1, llama-cpp-python's raw `generate` loop, {TOKENS} tokens, "
+        f"SmolLM2-135M Q8_0 (the default), llama-cpp-python's raw `generate` loop, {TOKENS} "
+        "tokens, "
         f"{ROUNDS} interleaved rounds (separate processes).",
         "",
         "| build | median tokens/s | min | max |",

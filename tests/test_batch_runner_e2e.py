@@ -49,7 +49,7 @@ def test_a_small_real_run_writes_every_documented_output(tmp_path: Path) -> None
     assert set(record) >= DOCUMENTED
     assert record["env"] == "endless_terminals"
     assert record["id"] == f"endless_terminals/{record['item']['id']}/0"
-    assert record["model"] == "embedded:SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert record["model"] == "embedded:SmolLM2-135M-Instruct.Q8_0.gguf"
     assert record["messages"][0]["role"] == "system"
     assert record["messages"][-1]["role"] in ("assistant", "tool")
     if record["conversations"] is None:  # a tool call cut by the token limit: not JSON

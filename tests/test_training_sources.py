@@ -62,7 +62,7 @@ def _batch_run(output: Path) -> None:
 def test_the_trainer_learns_from_a_batch_runner_run(tmp_path: Path) -> None:
     run = tmp_path / "batch"
     _batch_run(run)
-    groups = read_groups([run], "SmolLM2-135M-Instruct.Q4_1.gguf")
+    groups = read_groups([run], "SmolLM2-135M-Instruct.Q8_0.gguf")
     rewards = [{s.reward for s in group} for group in groups]
     assert any(len(r) > 1 for r in rewards), f"no mixed group any more: {rewards}; pick a seed"
     config = TrainConfig(

@@ -1,7 +1,8 @@
-"""The JAX forward pass on the shipped SmolLM2 GGUF against llama.cpp running the same file,
-with and without a LoRA adapter the trainer wrote and llama.cpp hot-loaded.
+"""The JAX forward pass on the default SmolLM2 GGUF (the shipped Q4_1 converted to Q8_0)
+against llama.cpp running the same file, with and without a LoRA adapter the trainer wrote
+and llama.cpp hot-loaded.
 
-The two differ by llama.cpp's quantized arithmetic (8-bit activations against the Q4_1
+The two differ by llama.cpp's quantized arithmetic (8-bit activations against the Q8_0
 weights, a q8_0 KV cache): about 0.1 nats per token on this text. A wrong RoPE layout, head
 grouping or adapter layout gives several nats.
 """

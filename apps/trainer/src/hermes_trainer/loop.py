@@ -169,7 +169,8 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
             async with open_live(config, tinker_model(run), environment) as source:
                 yield Trainer(config, source, learner)
         return
-    model_path = resolve_model_path(config.model)
+    # the file the sampler loads too (the default: the shipped GGUF converted once to Q8_0)
+    model_path = await anyio.to_thread.run_sync(resolve_model_path, config.model)
     base = await anyio.to_thread.run_sync(read_base_weights, model_path)
     local = await anyio.to_thread.run_sync(
         lambda: LoraLearner(

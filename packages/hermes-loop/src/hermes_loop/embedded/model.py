@@ -54,14 +54,19 @@ class EmbeddedModel:
         deterministic: bool = False,
         template_options: dict[str, Any] | None = None,
         quiet: bool = True,
+        cache_dir: str | Path | None = None,
     ) -> EmbeddedModel:
         """Load the model and build its tokenizer (both in worker threads).
 
         ``n_ctx`` is the context of one rollout, ``concurrency`` how many rollouts generate at
         once (one KV-cache sequence each, batched together); ``n_threads`` defaults to the
         physical cores; ``deterministic`` decodes one sequence at a time (bitwise replay).
+        The default model is the shipped SmolLM2 converted once to Q8_0 into ``cache_dir``
+        (default ``~/.cache/hermes-rl/models``); a path you name is used as it is.
         """
-        path = resolve_model_path(model)
+        path = await anyio.to_thread.run_sync(
+            lambda: resolve_model_path(model, cache_dir=cache_dir)
+        )
         tokenizer = await anyio.to_thread.run_sync(GGUFTokenizer.from_gguf, path)
         template = tokenizer.chat_template(**(template_options or {}))
         backend = await EmbeddedTokenBackend.open(

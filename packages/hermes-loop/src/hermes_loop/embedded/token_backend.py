@@ -34,6 +34,7 @@ from hermes_loop.embedded.runtime import (
 )
 from hermes_loop.embedded.sampling import check_sampling, log_softmax
 from hermes_loop.embedded.scheduler import BatchScheduler
+from hermes_loop.embedded.weight_types import note_unbatched
 
 _T = TypeVar("_T", Generation, FloatArray, None)
 
@@ -85,13 +86,18 @@ class EmbeddedTokenBackend:
         timeout_s: float | None = None,
         deterministic: bool = False,
         quiet: bool = True,
+        cache_dir: str | Path | None = None,
     ) -> EmbeddedTokenBackend:
-        """Load ``model`` (a ``.gguf`` path, default SmolLM2-135M-Instruct) in a worker thread.
+        """Load ``model`` (a ``.gguf`` path, used as it is; default SmolLM2-135M-Instruct,
+        converted once into ``cache_dir``: :func:`~hermes_loop.embedded.default_model_path`)
+        in a worker thread. Logs one line when the file's weight type has no batched CPU kernel.
 
         ``n_ctx`` is the context of one sequence; ``concurrency`` the number of sequences (the
         requests that run at once), so the KV cache holds ``n_ctx * concurrency`` tokens.
         """
-        path = resolve_model_path(model)
+        path = await anyio.to_thread.run_sync(
+            lambda: resolve_model_path(model, cache_dir=cache_dir)
+        )
         runtime = await anyio.to_thread.run_sync(
             lambda: LlamaRuntime(
                 path,
@@ -103,6 +109,7 @@ class EmbeddedTokenBackend:
                 quiet=quiet,
             )
         )
+        note_unbatched(path.name, runtime.metadata("general.file_type"))
         return cls(runtime, timeout_s=timeout_s, deterministic=deterministic)
 
     @property
