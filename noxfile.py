@@ -23,9 +23,6 @@ PACKAGES = [
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
 TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer")
-#: Ray, hermes-sandbox's optional ``ray`` extra (the ``ray`` sandbox backend and its live-cluster
-#: tests), on top of the default environment
-RAY_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-sandbox", "--extra", "ray")
 #: the fast tier (docs/testing.md): no real model, server, container or trainer dependency; a
 #: test running longer than the timeout fails, naming the test to mark slow
 UNIT = ("-m", "not slow", "--hypothesis-profile=dev", "--timeout=60")
@@ -47,7 +44,6 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on every package and app (the trainer's dependencies installed first)."""
     session.run(*TRAINER_DEPS, external=True)
-    session.run(*RAY_DEPS, external=True)
     session.run(*RUN, "mypy", *PACKAGES, "noxfile.py", "benchmarks")
 
 
@@ -60,9 +56,8 @@ def unit(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile,
-    on two workers (the trainer's dependencies and Ray installed first: no-ops when they are)."""
+    on two workers (the trainer's dependencies installed first: a no-op when they are)."""
     session.run(*TRAINER_DEPS, external=True)
-    session.run(*RAY_DEPS, external=True)
     session.run(*RUN, "pytest", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
 
 
@@ -70,7 +65,6 @@ def tests(session: nox.Session) -> None:
 def e2e(session: nox.Session) -> None:
     """Only the end-to-end tests (real model, real sandboxes, real servers)."""
     session.run(*TRAINER_DEPS, external=True)
-    session.run(*RAY_DEPS, external=True)
     session.run(*RUN, "pytest", "-m", "e2e", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
 
 

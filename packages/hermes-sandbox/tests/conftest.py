@@ -53,9 +53,6 @@ class BackendCase:
     """Uses the session's ``shared_cluster`` (servers started once, checked after each test)."""
     slow: bool = False
     """Starts a server, a container or a VM: the ``slow`` tier (``shared`` cases are too)."""
-    cluster_fixture: str | None = None
-    """A session fixture of the root conftest (a live cluster) passed to ``make`` instead of
-    the shared cluster; such cases are ``slow`` and ``heavy``."""
 
 
 @contextlib.asynccontextmanager
@@ -198,9 +195,7 @@ def _backend_param(name: str) -> Any:
     """Slow backends' tests are marked ``slow``; the shared cluster's share one pytest-xdist
     worker, so a parallel session starts it once."""
     case = BACKENDS[name]
-    marks = [pytest.mark.slow] if case.slow or case.shared or case.cluster_fixture else []
-    if case.cluster_fixture:
-        marks.append(pytest.mark.heavy)
+    marks = [pytest.mark.slow] if case.slow or case.shared else []
     if case.shared:
         marks.append(pytest.mark.xdist_group("shared_cluster"))
     return pytest.param(name, marks=marks)
@@ -214,8 +209,6 @@ def backend_case(request: pytest.FixtureRequest) -> BackendCase:
         pytest.skip(reason)
     if case.shared:  # started before the test's leak checks take their snapshot
         request.getfixturevalue("shared_cluster")
-    if case.cluster_fixture:
-        request.getfixturevalue(case.cluster_fixture)
     return case
 
 
@@ -224,8 +217,6 @@ async def host_backend(
     backend_case: BackendCase, sandbox_root: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[HostBackend]:
     shared = request.getfixturevalue("shared_cluster") if backend_case.shared else None
-    if backend_case.cluster_fixture:
-        shared = request.getfixturevalue(backend_case.cluster_fixture)
     async with backend_case.make(sandbox_root, shared) as backend:
         yield backend
 
