@@ -96,3 +96,10 @@ def test_a_text_record_has_no_token_view_and_a_token_record_has_one() -> None:
     assert sequence is not None
     assert (sequence.ids, sequence.mask, sequence.logprobs) == ((5, 6), (0, 1), (None, -0.5))
     assert (sequence.reward, sequence.temperature) == (1.0, None)
+
+
+def test_logprob_modes_read_null_and_its_string_form_as_mixed() -> None:
+    group = AtroposGroup(
+        tokens=[], masks=[], scores=[], group_overrides={"logprob_modes": [None, "None", "raw"]}
+    )
+    assert group.logprob_modes == [None, None, "raw"]

@@ -106,11 +106,10 @@ class AtroposGroup:
 
     @property
     def logprob_modes(self) -> list[str | None]:
-        """The members' logprob modes (``None``: mixed within a member)."""
-        return [
-            m if isinstance(m, str) else None
-            for m in _lists(self.group_overrides.get("logprob_modes"))
-        ]
+        """The members' logprob modes (``None``: mixed within a member; a server that turned
+        ``null`` into ``"None"`` is read back as ``None``)."""
+        modes = _lists(self.group_overrides.get("logprob_modes"))
+        return [m if isinstance(m, str) and m != "None" else None for m in modes]
 
     @property
     def item_id(self) -> str | None:
