@@ -27,7 +27,8 @@ from hermes_rollouts import Credentials, open_session
 from benchmarks.batch_runs import run_once
 from benchmarks.report import write_section
 
-ROUNDS = 3
+#: interleaved rounds unless the command line gives another count
+DEFAULT_ROUNDS = 3
 OPTIONS = {
     "num_items": 8,
     "concurrency": 8,
@@ -61,12 +62,12 @@ async def _run(root: Path, model: Path | None) -> tuple[int, float]:
     return int(summary["generated_tokens"]), float(summary["active_s"])
 
 
-async def _bench() -> str:
+async def _bench(rounds: int) -> str:
     load = os.getloadavg()[0]
     default = await anyio.to_thread.run_sync(default_model_path)  # converted before timing
     rows: list[tuple[int, float, int, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for index in range(ROUNDS):
+        for index in range(rounds):
             q4 = await _run(Path(tmp) / f"q4_1-{index}", shipped_model_path())
             q8 = await _run(Path(tmp) / f"default-{index}", None)
             rows.append((*q4, *q8))
@@ -80,7 +81,7 @@ async def _bench() -> str:
     ratio = statistics.median((n8 / a8) / (n4 / a4) for n4, a4, n8, a8 in rows)
     return (
         f"The issue's command, `{ISSUE_COMMAND}`, run through the batch runner's own code "
-        f"{ROUNDS} times with `--model` the shipped Q4_1 GGUF and with the default model "
+        f"{rounds} times with `--model` the shipped Q4_1 GGUF and with the default model "
         f"({default.name}, converted from it), interleaved; each run loads the model. "
         f"Generated tokens over rollout (active) time. Load average (1 min) at the start: "
         f"{load:.2f}.\n\n"
@@ -95,10 +96,7 @@ async def _bench() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.bench_batch_runner_weights [ROUNDS]``."""
-    global ROUNDS
-    if argv:
-        ROUNDS = int(argv[0])
-    body = anyio.run(_bench)
+    body = anyio.run(_bench, int(argv[0]) if argv else DEFAULT_ROUNDS)
     write_section(
         "batch_runner_weights",
         "apps/batch_runner: the shipped Q4_1 model vs the default Q8_0 conversion",

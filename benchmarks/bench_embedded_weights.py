@@ -26,7 +26,8 @@ from hermes_loop.embedded.model_convert import default_model_cache_dir
 
 from benchmarks.report import write_section
 
-ROUNDS = 5
+#: interleaved rounds unless the command line gives another count
+DEFAULT_ROUNDS = 5
 STEPS = 64
 PROMPT_IDS = 512
 SEQS = 8
@@ -106,7 +107,7 @@ def logprob_change(files: dict[str, Path]) -> dict[str, tuple[float, float]]:
     }
 
 
-def measure() -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
+def measure(rounds: int) -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
     files = _files()
     sizes = {name: path.stat().st_size for name, path in files.items()}
     runtimes = {
@@ -120,7 +121,7 @@ def measure() -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
         for runtime in runtimes.values():  # warm-up
             decode_rate(runtime, 1, 0)
             prompt_rate(runtime, 0)
-        for rnd in range(ROUNDS):
+        for rnd in range(rounds):
             for name, runtime in runtimes.items():
                 rates[name]["decode 1"].append(decode_rate(runtime, 1, rnd))
                 rates[name][f"decode {SEQS}"].append(decode_rate(runtime, SEQS, rnd))
@@ -133,11 +134,9 @@ def measure() -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.bench_embedded_weights [ROUNDS]``."""
-    global ROUNDS
-    if argv:
-        ROUNDS = int(argv[0])
+    rounds = int(argv[0]) if argv else DEFAULT_ROUNDS
     load = os.getloadavg()[0]
-    sizes, rates = measure()
+    sizes, rates = measure(rounds)
     change = logprob_change(_files())
     base = rates["Q4_1"]
     rows = []
@@ -157,7 +156,7 @@ attention, 32-id micro-batches), {THREADS} thread, on the shipped SmolLM2-135M-I
 GGUF and its two conversions (`hermes_loop.embedded.converted_model`; only the Q4_1 matrices
 change, the Q8_0 embedding and the F32 norms are copied). Decode: {STEPS} greedy steps of 1 or
 {SEQS} sequences (ids/s over all sequences); prompt: {PROMPT_IDS} ids from an empty sequence.
-{ROUNDS} interleaved rounds; median ids/s and (median of the per-round ratios to Q4_1). Load
+{rounds} interleaved rounds; median ids/s and (median of the per-round ratios to Q4_1). Load
 average (1 min) at the start: {load:.2f}.
 
 | weights | file (MiB) | decode N=1 | decode N={SEQS} | prompt |
