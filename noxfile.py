@@ -58,7 +58,9 @@ def tests(session: nox.Session) -> None:
     """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile,
     on two workers (the trainer's dependencies installed first: a no-op when they are)."""
     session.run(*TRAINER_DEPS, external=True)
-    session.run(*RUN, "pytest", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
+    session.run(
+        *RUN, "pytest", "--hypothesis-profile=ci", "--durations=40", *WORKERS, *session.posargs
+    )
 
 
 @nox.session
