@@ -452,3 +452,38 @@ async def test_no_nested_user_namespace_no_mount_no_root(kind: str, sandbox_root
         setuid = await slot.exec("su -c true root </dev/null", timeout=30)
         assert setuid.exit_code != 0, setuid
         await pool.release(slot)
+
+
+# --- a starved `runsc delete` still ends the sandbox ------------------------------------------
+
+
+async def test_a_runsc_delete_past_its_timeout_kills_the_sandbox_through_its_cgroup(
+    sandbox_root: Path, tmp_path: Path
+) -> None:
+    """On a machine loaded past its cores `runsc delete` took over its timeout and the slot's
+    sandbox kept running (and burning CPU) after its pool closed: the delete here hangs once."""
+    if UNAVAILABLE["gvisor"] is not None:
+        pytest.skip(UNAVAILABLE["gvisor"])
+    runsc, _ = _CASES.gvisor_setup()
+    hang_once = tmp_path / "hang-next-delete"
+    wrapper = tmp_path / "runsc"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'case " $* " in *" delete "*)\n'
+        f"  [ -e {hang_once} ] && rm {hang_once} && exec sleep 600;;\n"
+        "esac\n"
+        f'exec {runsc} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    name = _name("starved")
+    backend = _backend("gvisor", sandbox_root, runsc=str(wrapper), cli_timeout_s=20.0)
+    async with SandboxPool(backend, PoolConfig(name=name, slots_per_host=1, max_hosts=1)) as pool:
+        slot = await pool.acquire("t")
+        assert (await slot.exec("sleep 1000 & echo up", timeout=30)).stdout == "up\n"
+        (sandbox,) = _sandboxes("gvisor", sandbox_root, name, running_only=True)
+        assert _host_processes(sandbox)
+        hang_once.touch()
+        await pool.release(slot)
+    assert not hang_once.exists()  # the delete did hang, and the pool still closed
+    assert _host_processes(sandbox) == []
+    assert _sandboxes("gvisor", sandbox_root, name) == []

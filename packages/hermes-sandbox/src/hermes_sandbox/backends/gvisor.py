@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import stat
 import subprocess
 from typing import Any
@@ -58,7 +59,8 @@ class GvisorConfig:
     directory must be world-traversable). ``runsc``: the runsc binary (0.0~20240729 or newer:
     older ones fail coreutils' ``statx``). ``platform``: runsc's ``--platform`` (default: its
     own, systrap). ``limits``, ``uid_range``, ``executor_binary``: as for docker. There is no
-    network in a gvisor slot.
+    network in a gvisor slot. ``cli_timeout_s``: how long one runsc call (run, delete, state)
+    may take; a ``delete`` over it kills the sandbox's processes through its cgroup instead.
     """
 
     rootfs: str
@@ -73,6 +75,7 @@ class GvisorConfig:
     max_output_bytes: int = 1 << 20
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
     start_timeout_s: float = 120.0
+    cli_timeout_s: float = _CLI_TIMEOUT_S
 
     def __attrs_post_init__(self) -> None:
         if not os.path.isabs(self.rootfs):
@@ -84,16 +87,18 @@ class GvisorConfig:
 class _Runsc:
     """runsc with one state root (``<root_dir>/.runsc``)."""
 
-    def __init__(self, binary: str, root_dir: str) -> None:
+    def __init__(self, binary: str, root_dir: str, timeout_s: float = _CLI_TIMEOUT_S) -> None:
         self.binary = binary
+        self.root_dir = root_dir
+        self.timeout_s = timeout_s
         self.state = f"--root={os.path.join(root_dir, STATE_DIR)}"
 
     async def __call__(self, *args: str) -> subprocess.CompletedProcess[bytes]:
         try:
-            with anyio.fail_after(_CLI_TIMEOUT_S):
+            with anyio.fail_after(self.timeout_s):
                 return await anyio.run_process([self.binary, self.state, *args], check=False)
         except TimeoutError as exc:
-            raise SandboxError(f"`runsc {args[0]}` did not end in {_CLI_TIMEOUT_S:.0f}s") from exc
+            raise SandboxError(f"`runsc {args[0]}` did not end in {self.timeout_s:.0f}s") from exc
         except OSError as exc:
             raise IsolationUnavailable(f"cannot run runsc ({self.binary!r}): {exc}") from exc
 
@@ -107,8 +112,16 @@ class _Sandbox:
         self._bundle = bundle
 
     async def remove(self) -> None:
+        """Delete the sandbox. When ``runsc delete`` itself starves (a machine loaded past its
+        cores), its processes are killed through the sandbox's cgroup first, so a sandbox never
+        outlives its slot burning CPU; runsc then only has its state to remove."""
         with anyio.CancelScope(shield=True):
-            await self._runsc("delete", "--force", self._name)
+            try:
+                await self._runsc("delete", "--force", self._name)
+            except SandboxError:
+                root_dir = self._runsc.root_dir
+                await anyio.to_thread.run_sync(kill_sandbox_processes, root_dir, self._name)
+                await self._runsc("delete", "--force", self._name)
             if self._bundle is not None:
                 await anyio.to_thread.run_sync(remove_tree, self._bundle)
 
@@ -164,7 +177,7 @@ class _GvisorRuntime:
         argv = [config.runsc, self._backend.runsc.state, *flags, "run", "--detach"]
         try:
             try:
-                with anyio.fail_after(_CLI_TIMEOUT_S):
+                with anyio.fail_after(config.cli_timeout_s):
                     done = await anyio.run_process(
                         [*argv, "--bundle", bundle, name],
                         stdin=subprocess.DEVNULL,
@@ -207,6 +220,21 @@ def _cgroup_dirs(relative: str) -> list[str]:
         if controllers and os.path.isdir(mount):
             dirs.append(os.path.normpath(f"{mount}/{path}/{relative}"))
     return dirs
+
+
+def kill_sandbox_processes(root_dir: str, sandbox_name: str) -> int:
+    """SIGKILL every process in the cgroup of sandbox ``sandbox_name`` (its sentry, gofer and
+    stubs); how many were signalled. Blocking."""
+    relative = f"{subtree_for(root_dir)}/{_host_of(sandbox_name)}/{sandbox_name}"
+    pids: set[int] = set()
+    for cgroup in _cgroup_dirs(relative):
+        procs = os.path.join(cgroup, "cgroup.procs")
+        with contextlib.suppress(OSError), open(procs, encoding="ascii") as f:
+            pids.update(int(line) for line in f if line.strip())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
 
 
 def remove_host_cgroups(root_dir: str, host_id: str) -> None:
@@ -304,7 +332,7 @@ class GvisorBackend:
     def __init__(self, config: GvisorConfig) -> None:
         self.config = config
         self.limits = config.limits
-        self.runsc = _Runsc(config.runsc, config.root_dir)
+        self.runsc = _Runsc(config.runsc, config.root_dir, config.cli_timeout_s)
         self._lock = anyio.Lock()
         self._settings: AgentHostSettings | None = None
 
