@@ -53,6 +53,8 @@ class BackendCase:
     """Uses the session's ``shared_cluster`` (servers started once, checked after each test)."""
     slow: bool = False
     """Starts a server, a container or a VM: the ``slow`` tier (``shared`` cases are too)."""
+    slots_at_once: int = 100
+    """Slots the scale test holds at once, on 4 hosts."""
 
 
 @contextlib.asynccontextmanager

@@ -260,8 +260,16 @@ def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
         "docker": case(
             docker, isolated=True, unprivileged=True, skip_reason=_docker_skip, slow=True
         ),
+        # a gVisor slot is a whole sandbox: 3-4% of a core each while idle and seconds of CPU to
+        # start, so 100 at once took 400 s alone on 2 cores and, beside a CI worker, overran
+        # every timeout; 20 still fill 4 hosts at once
         "gvisor": case(
-            gvisor, isolated=True, unprivileged=True, skip_reason=_gvisor_skip, slow=True
+            gvisor,
+            isolated=True,
+            unprivileged=True,
+            skip_reason=_gvisor_skip,
+            slow=True,
+            slots_at_once=20,
         ),
     }
 
