@@ -21,6 +21,7 @@ configuration (model + KV cache of N sequences of n_ctx tokens).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -40,16 +41,21 @@ from hermes_protocols import Message, SamplingParams
 
 from benchmarks.report import write_section
 
-ROUNDS = 3
 TOKENS = 128
 CONCURRENCY = (1, 8, 16)
 N_CTX = 1024  # per sequence
-#: llama.cpp threads for both engines (None: default_threads(), the physical cores)
-THREADS: int | None = None
-#: the GGUF both engines load (None: the embedded default)
-MODEL: str | None = None
 COMMAND = "uv run --frozen --no-sync python -m benchmarks embedded_batching"
 PROMPT = "Write a very long story about a dragon and a knight."
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """``threads``: llama.cpp threads for both engines (None: default_threads(), the physical
+    cores); ``rounds``: interleaved rounds; ``model``: the GGUF both load (None: the default)."""
+
+    threads: int | None = None
+    rounds: int = 3
+    model: str | None = None
 
 
 class Baseline:
@@ -136,13 +142,13 @@ async def ours(backend: EmbeddedTokenBackend, prompt: list[int], n: int, seed: i
     return sum(counts)
 
 
-async def measure() -> dict[int, dict[str, list[float]]]:
-    threads = THREADS or default_threads()
+async def measure(settings: Settings) -> dict[int, dict[str, list[float]]]:
+    threads = settings.threads or default_threads()
     results: dict[int, dict[str, list[float]]] = {}
     for n in CONCURRENCY:
         rates: dict[str, list[float]] = {"baseline": [], "ours": [], "ratio": []}
         async with await EmbeddedModel.open(
-            MODEL, n_ctx=N_CTX, concurrency=n, n_threads=threads
+            settings.model, n_ctx=N_CTX, concurrency=n, n_threads=threads
         ) as model:
             text = model.template.render([Message.user(PROMPT)], add_generation_prompt=True)
             prompt = model.tokenizer.encode(text)
@@ -150,7 +156,7 @@ async def measure() -> dict[int, dict[str, list[float]]]:
             try:
                 await anyio.to_thread.run_sync(baseline.run, prompt, 99)  # warm-up
                 await ours(model.backend, prompt, n, 99)
-                for rnd in range(ROUNDS):
+                for rnd in range(settings.rounds):
                     started = time.perf_counter()
                     count = await anyio.to_thread.run_sync(baseline.run, prompt, rnd * 100)
                     rates["baseline"].append(count / (time.perf_counter() - started))
@@ -164,12 +170,12 @@ async def measure() -> dict[int, dict[str, list[float]]]:
     return results
 
 
-def resident_mib(n: int, n_ctx: int) -> dict[str, float]:
+def resident_mib(n: int, n_ctx: int, model: str | None) -> dict[str, float]:
     """VmRSS of a fresh process before / after opening the model at concurrency ``n``."""
     code = (
         "import anyio, json, sys\n"
         "from benchmarks.bench_embedded_batching import _rss_probe\n"
-        f"print(json.dumps(anyio.run(_rss_probe, {n}, {n_ctx}, {MODEL!r})))\n"
+        f"print(json.dumps(anyio.run(_rss_probe, {n}, {n_ctx}, {model!r})))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=600
@@ -198,19 +204,21 @@ async def _rss_probe(n: int, n_ctx: int, model: str | None) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.bench_embedded_batching [THREADS [ROUNDS [MODEL.gguf]]]``
     (THREADS 0: the physical cores)."""
-    global THREADS, ROUNDS, MODEL
     args = argv or []
-    if args:
-        THREADS = int(args[0]) or None
-    if len(args) > 1:
-        ROUNDS = int(args[1])
-    if len(args) > 2:
-        MODEL = args[2]
+    settings = Settings(
+        threads=(int(args[0]) or None) if args else None,
+        rounds=int(args[1]) if len(args) > 1 else Settings.rounds,
+        model=args[2] if len(args) > 2 else None,
+    )
     load = os.getloadavg()[0]
-    model_name = resolve_model_path(MODEL).name  # converts the default model once, if needed
-    results = anyio.run(measure)
-    threads = THREADS or default_threads()
-    memory = {(n, ctx): resident_mib(n, ctx) for n, ctx in ((1, 2048), (16, 2048), (16, 4096))}
+    # converts the default model once, if needed
+    model_name = resolve_model_path(settings.model).name
+    results = anyio.run(measure, settings)
+    threads = settings.threads or default_threads()
+    memory = {
+        (n, ctx): resident_mib(n, ctx, settings.model)
+        for n, ctx in ((1, 2048), (16, 2048), (16, 4096))
+    }
     rows = []
     for n, rates in results.items():
         base, mine = statistics.median(rates["baseline"]), statistics.median(rates["ours"])
@@ -232,8 +240,8 @@ N sequences (`examples/batched` through llama-cpp-python's low-level API: prompt
 once, one `llama_decode` per step with a token of every sequence, llama.cpp's C sampler).
 `{model_name}`, chat prompt "{PROMPT}", up to {TOKENS} tokens per sequence at
 temperature 1 (both end a sequence at an end-of-generation id), {threads} thread(s),
-{N_CTX} tokens of context per sequence; {ROUNDS} interleaved rounds, median tokens/s and the
-median of the per-round ratios. Prompt evaluation is included in the time. Load average
+{N_CTX} tokens of context per sequence; {settings.rounds} interleaved rounds, median tokens/s
+and the median of the per-round ratios. Prompt evaluation is included in the time. Load average
 (1 min) at the start: {load:.2f}.
 
 | N | llama.cpp batched (tok/s) | hermes (tok/s) | ratio | rounds (baseline/ours) |
