@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import attrs
-from hermes_batch_runner.components import Components
-from hermes_batch_runner.config import RunConfig, config_from_options
-from hermes_batch_runner.wiring import OPTION_NAMES, SessionComponents, rollout_spec
-from hermes_rollouts import Credentials, open_session
+from hermes_rollouts import RolloutSpec
 
-from benchmarks.batch_runs import run_once
+from benchmarks.batch_runs import tokens_and_time
 from benchmarks.report import write_section
 
 ROUNDS = 3
@@ -47,17 +42,11 @@ ISSUE_COMMAND = (
 
 async def _run(root: Path, model_concurrency: int) -> tuple[int, float]:
     """(generated tokens, active seconds) of one batch with the model at ``model_concurrency``."""
-    config = config_from_options({**OPTIONS, "output": str(root), "progress": False})
-    spec = rollout_spec(config, Credentials())
-    spec = attrs.evolve(spec, model=attrs.evolve(spec.model, concurrency=model_concurrency))
 
-    @asynccontextmanager
-    async def wiring(_config: RunConfig) -> AsyncIterator[Components]:
-        async with open_session(spec, option_names=OPTION_NAMES) as session:
-            yield SessionComponents(config, session)
+    def adjust(spec: RolloutSpec) -> RolloutSpec:
+        return attrs.evolve(spec, model=attrs.evolve(spec.model, concurrency=model_concurrency))
 
-    summary = await run_once(root, OPTIONS, wiring)
-    return int(summary["generated_tokens"]), float(summary["active_s"])
+    return await tokens_and_time(root, OPTIONS, adjust)
 
 
 async def _bench() -> str:

@@ -13,18 +13,12 @@ import os
 import statistics
 import sys
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-from hermes_batch_runner.components import Components
-from hermes_batch_runner.config import RunConfig, config_from_options
-from hermes_batch_runner.wiring import OPTION_NAMES, SessionComponents, rollout_spec
 from hermes_loop.embedded import default_model_path, shipped_model_path
-from hermes_rollouts import Credentials, open_session
 
-from benchmarks.batch_runs import run_once
+from benchmarks.batch_runs import tokens_and_time
 from benchmarks.report import write_section
 
 #: interleaved rounds unless the command line gives another count
@@ -47,19 +41,7 @@ ISSUE_COMMAND = (
 
 async def _run(root: Path, model: Path | None) -> tuple[int, float]:
     """(generated tokens, active seconds) of one batch on ``model`` (``None``: the default)."""
-    options = {**OPTIONS, "output": str(root), "progress": False}
-    if model is not None:
-        options["model"] = str(model)
-    config = config_from_options(options)
-    spec = rollout_spec(config, Credentials())
-
-    @asynccontextmanager
-    async def wiring(_config: RunConfig) -> AsyncIterator[Components]:
-        async with open_session(spec, option_names=OPTION_NAMES) as session:
-            yield SessionComponents(config, session)
-
-    summary = await run_once(root, options, wiring)
-    return int(summary["generated_tokens"]), float(summary["active_s"])
+    return await tokens_and_time(root, {**OPTIONS, **({"model": str(model)} if model else {})})
 
 
 async def _bench(rounds: int) -> str:
