@@ -8,6 +8,7 @@ that cannot start, or an agent that never acts turns this red.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pwd
@@ -44,6 +45,25 @@ def test_readme_names_the_batch_runner_as_its_main_command() -> None:
     command = readme_main_command()
     assert command.endswith("uv run apps/batch_runner")
     assert "uv sync" in command
+
+
+def test_the_readme_sync_keeps_the_trainer_packages() -> None:
+    """A plain `uv sync` uninstalled the trainer's packages (jax, optax, ...), and a trainer
+    running at that moment died; the README's sync, dry-run here, must remove nothing."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("the trainer's dependencies are not installed (`nox -s tests` installs them)")
+    (sync,) = [part.strip() for part in readme_main_command().split("&&") if "uv sync" in part]
+    done = subprocess.run(
+        [*sync.split(), "--frozen", "--offline", "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert "Would make no changes" in said, said
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
