@@ -5,7 +5,10 @@ in sequences is ``groups_per_step * group_size``) and pulls one ``GET /batch`` p
 environment (``apps/atropos_env serve --env.lora_adapter FILE``) samples with the embedded
 model and reloads ``FILE`` whenever the trainer replaces it, so the loop closes across
 processes. Each group says which adapter sampled it (``group_overrides.lora_adapter_sha256``);
-``policy_lag`` is how many updates behind the trainer's weights that adapter was.
+``policy_lag`` is how many updates behind the trainer's weights that adapter was. A group
+sampled with the base weights or an adapter this trainer never wrote, :data:`BASE_WEIGHTS_LAG`
+updates after its first adapter, means the environment does not load the trainer's
+``--adapter``: a :class:`ConfigError` naming both options, not a silent run.
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import httpx
-from hermes_protocols import BackendError
+from hermes_protocols import BackendError, ConfigError
 from hermes_rollouts import file_sha256, pull_batch, register_trainer
 
 from hermes_trainer.samples import from_atropos_group
 from hermes_trainer.source import Collected, Weights
+
+#: updates after the trainer's first adapter from which a group sampled with other weights (the
+#: base, or a file this trainer never wrote) is a misconfigured environment rather than an old
+#: group (atroposlib's env samples at most ``max_batches_offpolicy``, default 3, batches ahead)
+BASE_WEIGHTS_LAG = 4
 
 
 @contextmanager
@@ -42,11 +50,33 @@ class AtroposFeed:
         self._timeout_s = timeout_s
         #: the step after which each adapter was published (no adapter: the base weights)
         self._published: dict[str | None, int] = {None: 0}
+        #: the adapter file last published (``None``: no update yet, only base weights)
+        self._adapter: Path | None = None
 
     def _lag(self, group: Mapping[str, Any], step: int) -> int | None:
         sha = (group.get("group_overrides") or {}).get("lora_adapter_sha256")
         published = self._published.get(sha)
+        if self._adapter is not None:
+            self._check_adapter(sha, published, step)
         return None if published is None else step - 1 - published
+
+    def _check_adapter(self, sha: str | None, published: int | None, step: int) -> None:
+        """A group sampled with the base weights or a file this trainer never wrote is an old
+        group for a few updates, then the sign of an environment loading another file."""
+        first = min(at for key, at in self._published.items() if key is not None)
+        behind = step - 1 - first
+        if (sha is None or published is None) and behind >= BASE_WEIGHTS_LAG:
+            sampler = (
+                "the base weights"
+                if sha is None
+                else f"an adapter this trainer did not write (sha256 {sha[:12]})"
+            )
+            raise ConfigError(
+                f"step {step}: the Atropos environment still samples with {sampler}, "
+                f"{behind} updates after the trainer's first adapter: serve it with "
+                f"--env.lora_adapter {self._adapter} (this trainer's --adapter), the file "
+                "the trainer rewrites after each update"
+            )
 
     async def collect(self, step: int) -> Collected:
         started = anyio.current_time()
@@ -66,6 +96,7 @@ class AtroposFeed:
 
     async def publish(self, adapter: Weights, step: int) -> None:
         self._published[await anyio.to_thread.run_sync(file_sha256, Path(adapter))] = step
+        self._adapter = Path(adapter)
 
 
 @asynccontextmanager
