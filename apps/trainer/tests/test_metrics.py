@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hermes_trainer.metrics import StepMetrics, append_jsonl, read_jsonl
+from hermes_trainer.metrics import Evaluation, StepMetrics, append_jsonl, plot, read_jsonl
 
 pytestmark = pytest.mark.slow  # the trainer's dependencies (matplotlib)
 
@@ -40,3 +40,34 @@ def test_nan_and_infinity_are_written_as_null(tmp_path: Path) -> None:
     assert read_jsonl(path) == [
         StepMetrics(**{**record, "loss": None, "log_ratio_max": None})  # the rest unchanged
     ]
+
+
+def test_the_plot_draws_the_held_out_evaluations(tmp_path: Path) -> None:
+    steps = [
+        StepMetrics(
+            step=i,
+            rollouts=2,
+            mean_reward=0.5,
+            pass_rate=0.5,
+            trained_groups=1,
+            dropped_groups=0,
+            failed_rollouts=0,
+            loss=0.1,
+            log_ratio_mean=0.01,
+            log_ratio_max=0.1,
+            trainable_tokens=3,
+            train_tokens_per_s=None,
+            sample_tokens_per_s=None,
+            sample_s=1.0,
+            update_s=2.0,
+        )
+        for i in (1, 2)
+    ]
+    held_out = [
+        Evaluation(label=label, after_step=step, rollouts=2, failed_rollouts=0, mean_reward=reward)
+        for label, step, reward in (("base", 0, 0.0), ("trained", 2, 1.0))
+    ]
+    without = plot(tmp_path / "without.png", steps, "t").read_bytes()
+    drawn = plot(tmp_path / "with.png", steps, "t", held_out).read_bytes()
+    assert drawn != without
+    assert drawn == plot(tmp_path / "again.png", steps, "t", held_out).read_bytes()

@@ -233,12 +233,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.progress:
             console.print(_describe(metrics), highlight=False)
 
+    def on_eval_progress(label: str, done: int, total: int) -> None:
+        detail = f"held-out tasks ({label} weights): {done}/{total}"
+        progress.update(task, detail=detail)
+        if not args.progress:
+            console.print(detail, highlight=False)
+
     def on_eval(evaluation: Evaluation) -> None:
         console.print(
             f"held-out ({evaluation.label}, after step {evaluation.after_step}): mean reward "
             f"{evaluation.mean_reward:.3f} over {evaluation.rollouts} rollouts",
             highlight=False,
         )
+        progress.update(task, detail=f"sampling step {evaluation.after_step + 1}")
 
     interruption = Interruption()
 
@@ -257,7 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
             )
             history = await train(
-                config, on_step=on_step, on_eval=on_eval, interruption=interruption
+                config,
+                on_step=on_step,
+                on_eval=on_eval,
+                on_eval_progress=on_eval_progress,
+                interruption=interruption,
             )
             tg.cancel_scope.cancel()
         return history

@@ -10,7 +10,7 @@ held-out tasks with the current weights.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -118,17 +118,20 @@ class LiveSource:
     async def publish(self, adapter: Weights, step: int) -> None:
         await self._load_lora(adapter)
 
-    async def evaluate(self) -> list[float | None]:
+    async def evaluate(
+        self, on_item: Callable[[int, int], None] = lambda done, total: None
+    ) -> list[float | None]:
         """The rewards of the current weights on ``config.eval_items`` held-out tasks (the
         environment's ``test`` split, the same for every call), ``group_size`` rollouts each
-        (``None``: the rollout failed)."""
+        (``None``: the rollout failed); ``on_item(done, total)`` after each task."""
         config = self.config
         items = self.session.items(split="test", seed=config.seed)
         rewards: list[float | None] = []
-        for item in itertools.islice(items, config.eval_items):
+        for done, item in enumerate(itertools.islice(items, config.eval_items), start=1):
             seed = derive_seed(config.seed, f"eval/{item.id}")
             group = await self.session.run_group(item, seed=seed, group_size=config.group_size)
             rewards.extend(r.score.reward if r.score is not None else None for r in group)
+            on_item(done, config.eval_items)
         return rewards
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -34,6 +35,8 @@ from hermes_trainer.trajectories import open_trajectories
 
 StepCallback = Callable[[StepMetrics], None]
 EvalCallback = Callable[[Evaluation], None]
+#: ``(label, tasks done, tasks in all)`` after each held-out task of an evaluation
+EvalProgress = Callable[[str, int, int], None]
 
 
 def _metrics(
@@ -82,6 +85,8 @@ class Trainer:
         self.history: list[StepMetrics] = []
         #: the batch the last step built (what it trained on)
         self.last_batch: Batch | None = None
+        #: the held-out evaluations so far (drawn on ``reward.png``)
+        self.evaluations: list[Evaluation] = []
 
     async def step(self, step: int) -> StepMetrics | None:
         """Collect this step's groups, update, write and publish the adapter, record metrics;
@@ -104,17 +109,22 @@ class Trainer:
         self.history.append(metrics)
         self.last_batch = batch
         await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
-        await anyio.to_thread.run_sync(
-            plot, self.output / "reward.png", self.history, _title(config)
-        )
+        await self._plot()
         return metrics
 
-    async def evaluate(self, label: str) -> Evaluation:
+    async def _plot(self) -> None:
+        await anyio.to_thread.run_sync(
+            plot, self.output / "reward.png", self.history, _title(self.config), self.evaluations
+        )
+
+    async def evaluate(
+        self, label: str, on_progress: EvalProgress = lambda label, done, total: None
+    ) -> Evaluation:
         """The current weights on the held-out tasks (:meth:`LiveSource.evaluate`), appended
-        to ``eval.jsonl``."""
+        to ``eval.jsonl`` and drawn on ``reward.png``; ``on_progress`` after each task."""
         if not isinstance(self.source, LiveSource):
             raise TypeError("held-out evaluation needs the live source")
-        results = await self.source.evaluate()
+        results = await self.source.evaluate(partial(on_progress, label))
         rewards = [r for r in results if r is not None]
         evaluation = Evaluation(
             label=label,
@@ -124,6 +134,8 @@ class Trainer:
             mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
         )
         await anyio.to_thread.run_sync(append_jsonl, self.output / "eval.jsonl", evaluation)
+        self.evaluations.append(evaluation)
+        await self._plot()
         return evaluation
 
 
@@ -186,6 +198,7 @@ async def train(
     *,
     on_step: StepCallback | None = None,
     on_eval: EvalCallback | None = None,
+    on_eval_progress: EvalProgress = lambda label, done, total: None,
     interruption: Interruption | None = None,
 ) -> list[StepMetrics]:
     """Run up to ``config.steps`` steps into ``config.output`` (fewer when the source runs
@@ -199,7 +212,7 @@ async def train(
             with anyio.CancelScope() as work:
                 tg.start_soon(_cancel_when_set, stop.cancel, work)
                 if config.eval_items:
-                    before = await trainer.evaluate("base")
+                    before = await trainer.evaluate("base", on_eval_progress)
                     if on_eval is not None:
                         on_eval(before)
                 for step in range(1, config.steps + 1):
@@ -211,7 +224,7 @@ async def train(
                     if on_step is not None:
                         on_step(metrics)
                 if config.eval_items and not stop.drain.is_set():
-                    after = await trainer.evaluate("trained")
+                    after = await trainer.evaluate("trained", on_eval_progress)
                     if on_eval is not None:
                         on_eval(after)
             tg.cancel_scope.cancel()

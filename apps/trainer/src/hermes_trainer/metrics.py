@@ -68,8 +68,11 @@ def read_jsonl(path: Path) -> list[StepMetrics]:
     return [StepMetrics(**json.loads(line)) for line in lines if line.strip()]
 
 
-def plot(path: Path, steps: Sequence[StepMetrics], title: str) -> Path:
-    """Mean reward by step (with a 5-step moving average) above the |log ratio| by step."""
+def plot(
+    path: Path, steps: Sequence[StepMetrics], title: str, held_out: Sequence[Evaluation] = ()
+) -> Path:
+    """Mean reward by step (with a 5-step moving average and the ``held_out`` evaluations at
+    the step they followed) above the |log ratio| by step."""
     xs = [m.step for m in steps]
     rewards = [m.mean_reward for m in steps]
     window = 5
@@ -80,6 +83,14 @@ def plot(path: Path, steps: Sequence[StepMetrics], title: str) -> Path:
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     top.plot(xs, rewards, "o-", alpha=0.5, label="mean reward")
     top.plot(xs, smooth, "-", linewidth=2, label=f"{window}-step moving average")
+    if held_out:
+        top.plot(
+            [e.after_step for e in held_out],
+            [e.mean_reward for e in held_out],
+            "s--",
+            color="black",
+            label="held-out tasks",
+        )
     top.set_ylabel("reward")
     top.set_ylim(-0.02, 1.02)
     top.set_title(title)
