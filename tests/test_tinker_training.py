@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("hermes_trainer")  # its own dependencies: see docs/testing.md
 
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import MEASURED_RECIPE, TrainConfig
 from hermes_trainer.loop import open_trainer
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.tinker_api import TinkerSpec, service_client
@@ -43,6 +43,10 @@ def test_a_tinker_step_trains_and_the_next_samples_from_the_new_weights(tmp_path
             output=tmp_path / "train",
             tinker=spec,
             temperature=1.0,
+            # the measured budgets: the engine's update is compiled for 512 tokens
+            max_turns=int(MEASURED_RECIPE["max_turns"]),
+            max_tokens=int(MEASURED_RECIPE["max_tokens"]),
+            context_tokens=int(MEASURED_RECIPE["context_tokens"]),
             steps=2,
             groups_per_step=1,
             group_size=2,

@@ -23,7 +23,7 @@ from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
 
 pytest.importorskip("hermes_trainer")  # its own dependencies: see docs/testing.md
 
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import MEASURED_RECIPE, TrainConfig, recipe_options
 from hermes_trainer.loop import open_trainer, train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.trajectories import read_groups
@@ -44,7 +44,7 @@ def _batch_run(output: Path) -> None:
         sys.executable, str(ROOT / "apps" / "batch_runner"),
         "--env-options", WRITE_WORD,
         "--num-items", "4", "--group-size", "4", "--seed", "0",
-        "--max-turns", "2", "--max-tokens", "64", "--temperature", "0.6",
+        *recipe_options().split(),
         "--system-prompt", SYSTEM_PROMPT,
         "--prefill-messages", str(demonstration_path("write_word")),
         "--output", str(output), "--no-progress",
@@ -120,10 +120,10 @@ async def test_the_atropos_loop_closes_through_run_api(tmp_path: Path) -> None:
         "--env.prefill_messages", str(demonstration_path("write_word")),
         "--env.system_prompt", SYSTEM_PROMPT,
         "--env.group_size", "4",
-        "--env.max_agent_turns", "2",
-        "--env.max_tokens_per_turn", "64",
-        "--env.max_token_length", "1536",
-        "--env.agent_temperature", str(TrainConfig(output=tmp_path).temperature),
+        "--env.max_agent_turns", f"{MEASURED_RECIPE['max_turns']:g}",
+        "--env.max_tokens_per_turn", f"{MEASURED_RECIPE['max_tokens']:g}",
+        "--env.max_token_length", f"{MEASURED_RECIPE['context_tokens']:g}",
+        "--env.agent_temperature", f"{MEASURED_RECIPE['temperature']:g}",
         "--env.enabled_toolsets", "terminal",
         "--env.ensure_scores_are_not_same", "true",
         "--env.max_batches_offpolicy", "1",
@@ -138,6 +138,7 @@ async def test_the_atropos_loop_closes_through_run_api(tmp_path: Path) -> None:
         groups_per_step=1,
         group_size=4,
         atropos_timeout_s=600,
+        context_tokens=int(MEASURED_RECIPE["context_tokens"]),
         lora=LoraSpec(rank=4, alpha=8.0),
     )
     log = tmp_path / "serve.log"

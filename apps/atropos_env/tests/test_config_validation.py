@@ -228,7 +228,8 @@ def test_server_defaults_keep_atroposlib_behaviour_and_user_choices_win() -> Non
     served = _serve_configs("--openai.server_type", "vllm", "--openai.base_url", "http://h:1")
     assert served.ensure_scores_are_not_same is True
     assert served.prefill_messages is None
-    assert served.max_agent_turns == 30
+    # the budgets are every app's one default, whatever the model
+    assert (served.max_agent_turns, served.max_tokens_per_turn) == (4, 160)
     chosen = _serve_configs("--env.max_agent_turns", "9", "--env.prefill_messages", "none")
     assert (chosen.max_agent_turns, chosen.prefill_messages) == (9, None)  # none = off
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import attrs
 import numpy as np
 import pytest
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import MEASURED_RECIPE, TrainConfig
 from hermes_trainer.live import LiveSource
 from hermes_trainer.loop import open_trainer
 from hermes_trainer.lora import LoraSpec
@@ -21,14 +22,17 @@ from hermes_trainer.metrics import read_jsonl
 @pytest.mark.e2e
 def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path: Path) -> None:
     # seed 0: the first step's first group holds both a solved and a failed rollout
-    config = TrainConfig(
-        output=tmp_path,
-        steps=2,
-        groups_per_step=2,
-        group_size=4,
-        seed=0,
-        threads=1,
-        lora=LoraSpec(rank=4, alpha=8.0),
+    config = attrs.evolve(
+        TrainConfig(
+            output=tmp_path,
+            steps=2,
+            groups_per_step=2,
+            group_size=4,
+            seed=0,
+            threads=1,
+            lora=LoraSpec(rank=4, alpha=8.0),
+        ),
+        **MEASURED_RECIPE,
     )
 
     async def main() -> None:

@@ -22,7 +22,6 @@ import anyio
 from hermes_protocols import ConfigError, HermesError
 from hermes_rollouts import (
     EMBEDDED_TOOLSETS,
-    AgentBudgets,
     Credentials,
     Interruption,
     default_prefill,
@@ -87,12 +86,10 @@ class Wiring(Protocol):
     def source_factory(self) -> RolloutSourceFactory: ...
 
 
-#: ``--env.*`` defaults with the embedded model: budgets a 135M model on 2 CPU cores can finish
-#: in minutes, the terminal tool with a demonstration (without one it calls no tool), and
-#: equal-score groups sent (its rewards are mostly all 0: dropping them starves the trainer)
+#: ``--env.*`` defaults with the embedded model: the terminal tool with a demonstration (without
+#: one it calls no tool), and equal-score groups sent (its rewards are mostly all 0: dropping
+#: them starves the trainer)
 EMBEDDED_DEFAULTS: dict[str, Any] = {
-    "max_agent_turns": AgentBudgets().max_turns,
-    "max_tokens_per_turn": AgentBudgets().max_tokens_per_turn,
     "enabled_toolsets": list(EMBEDDED_TOOLSETS),
     "ensure_scores_are_not_same": False,
 }

@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from hermes_rollouts import ServerType
+from hermes_rollouts import (
+    COMMAND_TIMEOUT,
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PARSER,
+    SANDBOX,
+    SANDBOX_SLOTS,
+    SEED,
+    TEMPERATURE,
+    ServerType,
+)
 from pydantic import BaseModel, Field, model_validator
 
 from hermes_atropos_env.atroposlib_import import APIServerConfig, BaseEnvConfig
@@ -25,7 +37,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     """``--env.*``: atroposlib's env config plus hermes-agent's agent-env fields."""
 
     environment: str = Field(
-        default="endless_terminals",
+        default=ENVIRONMENT.value,
         description="The environment: a shipped or installed name (atropos_env --list-envs), "
         "package.module:NAME or path/to/file.py:NAME.",
     )
@@ -45,7 +57,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         default=None, description="Named toolset distribution, sampled once per group."
     )
     # agent loop
-    max_agent_turns: int = Field(default=30, description="Maximum LLM calls per rollout.")
+    max_agent_turns: int = Field(default=MAX_TURNS.value, description=MAX_TURNS.help)
     system_prompt: str | None = Field(
         default=None, description="System prompt replacing the environment's own."
     )
@@ -54,17 +66,18 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="JSON file of chat messages put before each task (few-shot steering); "
         "'none' = off. Default with the embedded model: a terminal demonstration.",
     )
-    agent_temperature: float = Field(default=1.0, description="Sampling temperature.")
+    agent_temperature: float = Field(default=TEMPERATURE.value, description=TEMPERATURE.help)
     max_tokens_per_turn: int = Field(
-        default=512,
-        description="max_tokens of one generation; max_token_length is the whole sequence.",
+        default=MAX_TOKENS.value,
+        description=f"{MAX_TOKENS.help}; max_token_length is the whole sequence.",
     )
+    max_token_length: int = Field(default=CONTEXT_TOKENS.value, description=CONTEXT_TOKENS.help)
     # terminal / sandbox pool
     terminal_backend: ToolPoolMode | None = Field(
         default=None, description="Alias of tool_pool_mode (hermes-agent's name)."
     )
-    tool_pool_mode: ToolPoolMode = Field(default="bwrap", description="Sandbox backend.")
-    terminal_timeout: int = Field(default=120, description="Per-command timeout (seconds).")
+    tool_pool_mode: ToolPoolMode = Field(default=SANDBOX.value, description=SANDBOX.help)
+    terminal_timeout: float = Field(default=COMMAND_TIMEOUT.value, description=COMMAND_TIMEOUT.help)
     terminal_lifetime: int = Field(
         default=3600, description="Sandbox idle lifetime (seconds); longer than a rollout."
     )
@@ -95,7 +108,8 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="remote: sandbox server URLs (token from $HERMES_SANDBOX_TOKEN).",
     )
     slots_per_container: int = Field(
-        default=4, description="Slots per bwrap/local/docker/nomad/remote host."
+        default=SANDBOX_SLOTS.value,
+        description=f"{SANDBOX_SLOTS.help}: bwrap/local/docker/nomad/remote.",
     )
     min_containers: int = Field(default=1, description="docker/nomad/remote hosts kept running.")
     max_containers: int = Field(default=4, description="Hosts at most.")
@@ -106,7 +120,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     max_items: int | None = Field(default=None, description="Stop after this many items.")
     eval_split: str = Field(default="eval", description="Split used by `evaluate`.")
     # parsing / provider
-    tool_call_parser: str = Field(default="hermes", description="Tool-call parser name.")
+    tool_call_parser: str = Field(default=PARSER.value, description=PARSER.help)
     extra_body: dict[str, Any] | None = Field(
         default=None, description="Passed untouched to OpenAI-compatible chat requests."
     )
@@ -120,7 +134,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="Seconds in-flight groups may take to finish after a first SIGINT/SIGTERM "
         "before they are cancelled (a second signal cancels them at once).",
     )
-    seed: int = Field(default=0, description="Seed of item order and toolset sampling.")
+    seed: int = Field(default=SEED.value, description=SEED.help)
     # training loop
     lora_adapter: str | None = Field(
         default=None,

@@ -16,7 +16,18 @@ import attrs
 from hermes_protocols import ConfigError, Environment, HermesError
 from hermes_protocols.formats import RunDirectory
 from hermes_rollouts import (
+    COMMAND_TIMEOUT,
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PARSER,
+    ROLLOUT_TIMEOUT,
+    SANDBOX,
+    SANDBOX_SLOTS,
+    SEED,
     SERVER_TYPES,
+    TEMPERATURE,
     CommandParser,
     Credentials,
     environments_text,
@@ -80,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--env",
         metavar="ENV",
         help="environment: a shipped or installed name (--list-envs), package.module:NAME or "
-        "path/to/file.py:NAME (default endless_terminals)",
+        f"path/to/file.py:NAME (default {ENVIRONMENT.value})",
     )
     src.add_argument(
         "--list-envs",
@@ -104,11 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--num-items", type=int, metavar="N", help="items to run (env default 4)")
     src.add_argument("--group-size", type=int, metavar="N", help="rollouts per item (1)")
-    src.add_argument("--seed", type=int, help="item generation and sampling seed (0)")
+    src.add_argument("--seed", type=int, help=SEED.help)
     agent = p.add_argument_group("agent")
-    agent.add_argument("--max-turns", type=int, metavar="N", help="turns per rollout (4)")
-    agent.add_argument("--max-tokens", type=int, metavar="N", help="tokens per turn (160)")
-    agent.add_argument("--temperature", type=float, help="sampling temperature (0.7)")
+    agent.add_argument("--max-turns", type=int, metavar="N", help=MAX_TURNS.help)
+    agent.add_argument("--max-tokens", type=int, metavar="N", help=MAX_TOKENS.help)
+    agent.add_argument("--temperature", type=float, help=TEMPERATURE.help)
     agent.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
     agent.add_argument(
         "--prefill-messages",
@@ -123,16 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--disabled-toolsets", metavar="A,B", help="toolsets to remove")
     agent.add_argument("--distribution", metavar="NAME", help="sample toolsets per group")
-    agent.add_argument("--parser", metavar="NAME", help="tool-call parser (hermes)")
-    agent.add_argument("--rollout-timeout", type=float, metavar="S", help="per rollout (600)")
+    agent.add_argument("--parser", metavar="NAME", help=PARSER.help)
+    agent.add_argument("--rollout-timeout", type=float, metavar="S", help=ROLLOUT_TIMEOUT.help)
     model = p.add_argument_group("model")
     model.add_argument("--server-type", choices=SERVER_TYPES, help="embedded unless --model-url")
     model.add_argument("--model-url", metavar="URL", help="OpenAI-compatible or engine base URL")
     model.add_argument("--model", metavar="NAME|FILE.gguf", help="model name or local GGUF")
     model.add_argument("--tokenizer", metavar="DIR", help="HF tokenizer dir (token servers)")
-    model.add_argument(
-        "--context-tokens", type=int, metavar="N", help="context budget per rollout (4096)"
-    )
+    model.add_argument("--context-tokens", type=int, metavar="N", help=CONTEXT_TOKENS.help)
     model.add_argument(
         "--threads",
         type=int,
@@ -162,8 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="phase 1: parse tool calls in content with --parser (server ignores tools)",
     )
     box = p.add_argument_group("sandbox")
-    box.add_argument("--sandbox", choices=SANDBOXES, help="sandbox backend (bwrap)")
-    box.add_argument("--sandbox-slots", type=int, metavar="N", help="slots per host (4)")
+    box.add_argument("--sandbox", choices=SANDBOXES, help=SANDBOX.help)
+    box.add_argument("--sandbox-slots", type=int, metavar="N", help=SANDBOX_SLOTS.help)
     box.add_argument("--sandbox-max-hosts", type=int, metavar="N", help="max hosts (1)")
     box.add_argument("--sandbox-image", metavar="IMAGE", help="docker/modal/nomad image")
     box.add_argument(
@@ -180,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sandbox-allow-network", action="store_const", const=True, help="allow network"
     )
     box.add_argument("--nomad-address", metavar="URL", help="Nomad HTTP API address")
-    box.add_argument("--command-timeout", type=float, metavar="S", help="per command (30)")
+    box.add_argument("--command-timeout", type=float, metavar="S", help=COMMAND_TIMEOUT.help)
     out = p.add_argument_group("output and control")
     out.add_argument("--output", metavar="DIR", help="run directory (runs/<timestamp>)")
     out.add_argument(

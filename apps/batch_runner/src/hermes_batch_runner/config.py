@@ -20,7 +20,18 @@ import yaml  # type: ignore[import-untyped]
 from hermes_protocols import ConfigError, JSONObject
 from hermes_rollouts import (
     BACKEND_KINDS,
+    COMMAND_TIMEOUT,
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PARSER,
+    ROLLOUT_TIMEOUT,
+    SANDBOX,
+    SANDBOX_SLOTS,
+    SEED,
     SERVER_TYPES,
+    TEMPERATURE,
     BackendKind,
     ServerType,
     default_prefill,
@@ -31,7 +42,6 @@ from hermes_batch_runner.errors import ResumeMismatch
 
 SandboxName: TypeAlias = BackendKind
 SANDBOXES: tuple[str, ...] = BACKEND_KINDS
-DEFAULT_ENV = "endless_terminals"
 DEFAULT_ENV_ITEMS = 4  # items of an environment when --num-items is not given
 
 #: Keys that may differ between a run and its resume.
@@ -94,7 +104,7 @@ def _ids_or_none(values: Any) -> tuple[int, ...] | None:
 class RunConfig:
     """Every option of a batch run (see ``--help`` for each one's meaning)."""
 
-    env: str = DEFAULT_ENV
+    env: str = ENVIRONMENT.value
     env_options: JSONObject | None = None
     dataset: str | None = None
     on_bad_line: Literal["skip", "fail"] = attrs.field(
@@ -105,17 +115,17 @@ class RunConfig:
     )
     group_size: int = attrs.field(default=1, validator=_positive)
     concurrency: int = attrs.field(default=4, validator=_positive)
-    max_turns: int = 4
-    max_tokens: int = 160
-    temperature: float = 0.7
+    max_turns: int = MAX_TURNS.value
+    max_tokens: int = MAX_TOKENS.value
+    temperature: float = TEMPERATURE.value
     system_prompt: str | None = None
     prefill_messages: str | None = None
     toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     disabled_toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     distribution: str | None = None
-    parser: str = "hermes"
-    sandbox: SandboxName = attrs.field(default="bwrap", validator=_one_of(SANDBOXES))
-    sandbox_slots: int = 4
+    parser: str = PARSER.value
+    sandbox: SandboxName = attrs.field(default=SANDBOX.value, validator=_one_of(SANDBOXES))
+    sandbox_slots: int = SANDBOX_SLOTS.value
     sandbox_max_hosts: int = 1
     sandbox_image: str | None = None
     sandbox_image_alias: tuple[str, ...] = attrs.field(
@@ -124,12 +134,12 @@ class RunConfig:
     sandbox_url: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     sandbox_allow_network: bool = False
     nomad_address: str | None = None
-    command_timeout: float = 30.0
-    rollout_timeout: float = attrs.field(default=600.0, validator=_positive)
+    command_timeout: float = COMMAND_TIMEOUT.value
+    rollout_timeout: float = attrs.field(default=ROLLOUT_TIMEOUT.value, validator=_positive)
     model_url: str | None = None
     model: str | None = None
     tokenizer: str | None = None
-    context_tokens: int = 4096
+    context_tokens: int = CONTEXT_TOKENS.value
     threads: int | None = None
     server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
     extra_body: JSONObject | None = None
@@ -138,7 +148,7 @@ class RunConfig:
         default=None, validator=attrs.validators.optional(_one_of(("sampled", "raw")))
     )
     parse_content_tool_calls: bool = False
-    seed: int = 0
+    seed: int = SEED.value
     output: str | None = None
     require_reasoning: bool = False
     min_reward: float | None = None

@@ -16,6 +16,13 @@ import anyio
 import attrs
 from hermes_protocols import ConfigError, HermesError
 from hermes_rollouts import (
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    ROLLOUT_TIMEOUT,
+    SEED,
+    TEMPERATURE,
     CommandParser,
     Interruption,
     environments_text,
@@ -27,7 +34,7 @@ from hermes_rollouts import (
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hermes_trainer.config import ENDLESS, TrainConfig
+from hermes_trainer.config import ENDLESS, TrainConfig, recipe_options
 from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import config_record, train
 from hermes_trainer.lora import LoraSpec
@@ -45,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="GRPO (or SFT) on a LoRA adapter (JAX) of the embedded model. By default "
         "it samples groups of --env (endless_terminals) itself, updates, hot-loads the adapter and "
         "repeats; --atropos-url trains on an Atropos environment's groups, --trajectories on "
-        "a batch runner's; --tinker-model samples and trains through the Tinker API.",
+        "a batch runner's; --tinker-model samples and trains through the Tinker API. "
+        f"docs/training.md's measured curve used {recipe_options()}.",
     )
     add = parser.add_argument
     add(
@@ -88,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--env",
         default=defaults.env,
         help="the environment: a shipped or installed name (--list-envs), package.module:NAME "
-        "or path/to/file.py:NAME",
+        f"or path/to/file.py:NAME (default {ENVIRONMENT.value})",
     )
     add(
         "--env-options",
@@ -102,13 +110,26 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"endless_terminals families (default {','.join(defaults.families)})",
     )
     add("--difficulties", help="endless_terminals levels, comma-separated (default 1)")
-    add("--temperature", type=float, default=defaults.temperature)
-    add("--max-turns", type=int, default=defaults.max_turns)
-    add("--max-tokens", type=int, default=defaults.max_tokens, help="per turn")
+    add("--temperature", type=float, default=defaults.temperature, help=TEMPERATURE.help)
+    add("--max-turns", type=int, default=defaults.max_turns, help=MAX_TURNS.help)
+    add("--max-tokens", type=int, default=defaults.max_tokens, help=MAX_TOKENS.help)
+    add(
+        "--context-tokens",
+        type=int,
+        default=defaults.context_tokens,
+        help=CONTEXT_TOKENS.help,
+    )
+    add(
+        "--rollout-timeout",
+        type=float,
+        default=defaults.rollout_timeout_s,
+        metavar="S",
+        help=ROLLOUT_TIMEOUT.help,
+    )
     add("--prefill-messages", help="demonstration JSON (default: the write_word one; 'none')")
     add("--model", help="a llama-architecture .gguf (default: SmolLM2-135M-Instruct)")
     add("--threads", type=int, help="llama.cpp threads")
-    add("--seed", type=int, default=defaults.seed)
+    add("--seed", type=int, default=defaults.seed, help=SEED.help)
     add(
         "--eval-items",
         type=int,
@@ -135,6 +156,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         temperature=args.temperature,
         max_turns=args.max_turns,
         max_tokens=args.max_tokens,
+        context_tokens=args.context_tokens,
+        rollout_timeout_s=args.rollout_timeout,
         model=args.model,
         threads=args.threads,
         seed=args.seed,

@@ -8,7 +8,16 @@ from typing import Any
 
 import attrs
 from hermes_protocols import ConfigError
-from hermes_rollouts import demonstration_path
+from hermes_rollouts import (
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    ROLLOUT_TIMEOUT,
+    SEED,
+    TEMPERATURE,
+    demonstration_path,
+)
 
 from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec
@@ -18,11 +27,24 @@ from hermes_trainer.tinker_api import TinkerSpec
 ENDLESS = "endless_terminals"
 #: a short system prompt: the model's context (and the learner's compute) goes to the task
 SYSTEM_PROMPT = "Use the terminal tool to change files."
+#: the sampling and budgets docs/training.md's measured curve used (``TrainConfig`` fields;
+#: the defaults are the ones every app shares)
+MEASURED_RECIPE: Mapping[str, float] = {
+    "temperature": 0.6,
+    "max_turns": 2,
+    "max_tokens": 64,
+    "context_tokens": 1536,
+}
 
 
 def _option(field: str) -> str:
     """The command-line option of a field (``eval_items`` -> ``--eval-items``)."""
     return f"--{field.replace('_', '-')}"
+
+
+def recipe_options() -> str:
+    """:data:`MEASURED_RECIPE` as command-line options."""
+    return " ".join(f"{_option(k)} {v:g}" for k, v in MEASURED_RECIPE.items())
 
 
 def _at_least(low: int) -> Callable[[object, attrs.Attribute[int], int], None]:
@@ -61,22 +83,22 @@ class TrainConfig:
     steps: int = attrs.field(default=20, validator=_positive)
     groups_per_step: int = attrs.field(default=4, validator=_positive)
     group_size: int = attrs.field(default=8, validator=_positive)
-    env: str = ENDLESS
+    env: str = ENVIRONMENT.value
     env_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     families: tuple[str, ...] = ("write_word",)
     difficulties: tuple[int, ...] = (1,)
-    temperature: float = 0.6
-    max_turns: int = attrs.field(default=2, validator=_positive)
-    max_tokens: int = attrs.field(default=64, validator=_positive)
-    context_tokens: int = attrs.field(default=1536, validator=_positive)
-    rollout_timeout_s: float = 300.0
+    temperature: float = TEMPERATURE.value
+    max_turns: int = attrs.field(default=MAX_TURNS.value, validator=_positive)
+    max_tokens: int = attrs.field(default=MAX_TOKENS.value, validator=_positive)
+    context_tokens: int = attrs.field(default=CONTEXT_TOKENS.value, validator=_positive)
+    rollout_timeout_s: float = ROLLOUT_TIMEOUT.value
     system_prompt: str = SYSTEM_PROMPT
     prefill_messages: str | None = attrs.field(
         factory=lambda: str(demonstration_path("write_word"))
     )
     model: str | None = None
     threads: int | None = None
-    seed: int = 0
+    seed: int = SEED.value
     eval_items: int = attrs.field(default=0, validator=_at_least(0))
     lora: LoraSpec = attrs.field(factory=LoraSpec)
     optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)

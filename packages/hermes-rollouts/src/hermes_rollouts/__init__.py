@@ -32,6 +32,21 @@ from hermes_rollouts.environment import (
     default_toolsets,
 )
 from hermes_rollouts.models import TokenizerDir, hf_tokenizer_dir, resolve_model_path
+from hermes_rollouts.option_defaults import (
+    COMMAND_TIMEOUT,
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    OPTION_DEFAULTS,
+    PARSER,
+    ROLLOUT_TIMEOUT,
+    SANDBOX,
+    SANDBOX_SLOTS,
+    SEED,
+    TEMPERATURE,
+    OptionDefault,
+)
 from hermes_rollouts.plugin_loading import ENTRY_POINT_GROUP, PluginError
 from hermes_rollouts.plugins import (
     EnvironmentInfo,
@@ -89,11 +104,23 @@ from hermes_rollouts.validation import (
 
 __all__ = [
     "BACKEND_KINDS",
+    "COMMAND_TIMEOUT",
+    "CONTEXT_TOKENS",
     "DEFAULT_NOMAD_JOB_PREFIX",
     "DUPLICATE_WINDOW_S",
     "EMBEDDED_TOOLSETS",
     "ENTRY_POINT_GROUP",
+    "ENVIRONMENT",
+    "MAX_TOKENS",
+    "MAX_TURNS",
+    "OPTION_DEFAULTS",
+    "PARSER",
+    "ROLLOUT_TIMEOUT",
+    "SANDBOX",
+    "SANDBOX_SLOTS",
+    "SEED",
     "SERVER_TYPES",
+    "TEMPERATURE",
     "TOOLSET_NAMES",
     "AdapterFile",
     "AgentBudgets",
@@ -111,6 +138,7 @@ __all__ = [
     "ModelHandle",
     "ModelOpener",
     "ModelSpec",
+    "OptionDefault",
     "PluginError",
     "PoolSpec",
     "PreflightError",

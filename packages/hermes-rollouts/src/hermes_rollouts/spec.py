@@ -18,6 +18,16 @@ import attrs
 from hermes_loop import ModelSpec
 from hermes_sandbox.factory import SandboxSpec
 
+from hermes_rollouts.option_defaults import (
+    COMMAND_TIMEOUT,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PARSER,
+    SANDBOX_SLOTS,
+    TEMPERATURE,
+)
+
 
 def _strs(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
@@ -41,7 +51,7 @@ class EnvironmentSpec:
     ``prefill_messages`` is a JSON file of few-shot messages put before every task.
     """
 
-    name: str = "endless_terminals"
+    name: str = ENVIRONMENT.value
     options: Mapping[str, Any] = attrs.field(factory=dict, converter=_mapping)
     dataset: str | None = None
     skip_bad_lines: bool = False
@@ -63,7 +73,7 @@ class ToolsetSpec:
     enabled: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_strs)
     disabled: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     distribution: str | None = None
-    command_timeout_s: float = 30.0
+    command_timeout_s: float = COMMAND_TIMEOUT.value
     max_command_timeout_s: float = 600.0
 
 
@@ -73,7 +83,7 @@ class PoolSpec:
     timeouts (seconds)."""
 
     name: str = "hermes"
-    slots_per_host: int = 4
+    slots_per_host: int = SANDBOX_SLOTS.value
     min_hosts: int = 0
     max_hosts: int = 1
     idle_timeout_s: float = 300.0
@@ -92,8 +102,8 @@ class AgentBudgets:
     agent-phase timeout, the margin a tool call gets over the command timeout, and how often
     an infrastructure failure is retried in a fresh slot."""
 
-    max_turns: int = 4
-    max_tokens_per_turn: int = 160
+    max_turns: int = MAX_TURNS.value
+    max_tokens_per_turn: int = MAX_TOKENS.value
     rollout_timeout_s: float | None = None
     generation_timeout_s: float | None = None
     agent_phase_timeout_s: float = 3600.0
@@ -105,7 +115,7 @@ class AgentBudgets:
 class SamplingSpec:
     """Sampling of every turn; each rollout's seed is given when it is run."""
 
-    temperature: float = 0.7
+    temperature: float = TEMPERATURE.value
 
 
 @attrs.frozen(kw_only=True)
@@ -119,7 +129,7 @@ class RolloutSpec:
     toolsets: ToolsetSpec = attrs.field(factory=ToolsetSpec)
     budgets: AgentBudgets = attrs.field(factory=AgentBudgets)
     sampling: SamplingSpec = attrs.field(factory=SamplingSpec)
-    parser: str = "hermes"
+    parser: str = PARSER.value
 
     @property
     def embedded(self) -> bool:
