@@ -61,6 +61,7 @@ def test_defaults_are_valid_and_embedded() -> None:
         (["--env.group_size", "8", "--env.batch_size", "4"], "lower group_size or raise"),
         (["--env.group_size", "3", "--env.batch_size", "8"], "not a multiple of"),
         (["--env.max_tokens_per_turn", "4096"], "must be below --env.max_token_length"),
+        (["--env.max_containers", "0"], "--env.max_containers must be 1 or more"),
         (["--env.enabled_toolsets", "terminal", "--env.distribution", "dev"], "mutually"),
         (["--env.tool_pool_mode", "nomad"], "needs --env.nomad_address"),
         (["--env.tool_pool_mode", "nomad"], "needs --env.sandbox_image"),

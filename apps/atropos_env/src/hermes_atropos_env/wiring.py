@@ -130,12 +130,6 @@ def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
     )
 
 
-def _pool_capacity(env: HermesAtroposEnvConfig) -> int:
-    """Rollouts that can run at once (the embedded model keeps one KV sequence for each)."""
-    pool = _pool_spec(env)
-    return max(1, pool.slots_per_host * pool.max_hosts)
-
-
 def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> ModelSpec:
     """The ``--openai.*`` options (with the context and concurrency ``env`` implies)."""
     embedded = inference.server_type == "embedded"
@@ -152,7 +146,8 @@ def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> Model
         end_token_ids=inference.end_token_ids or None,
         server_logprob_mode=inference.server_logprob_mode,
         parse_content_tool_calls=inference.parse_content_tool_calls,
-        concurrency=_pool_capacity(env),
+        concurrency=max(1, _pool_spec(env).capacity),  # the embedded model: a KV sequence per slot
+        # (at least 1, so that a pool of 0 slots is reported by its own option, not here)
     )
 
 

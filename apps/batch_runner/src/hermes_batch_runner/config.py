@@ -33,6 +33,7 @@ from hermes_rollouts import (
     SERVER_TYPES,
     TEMPERATURE,
     BackendKind,
+    PoolSpec,
     ServerType,
     default_prefill,
     default_toolsets,
@@ -181,7 +182,8 @@ class RunConfig:
     def in_flight(self) -> int:
         """Rollouts run at once: ``--concurrency``, capped by the pool's slots so no rollout
         waits for a slot long enough to hit the acquire timeout."""
-        return min(self.concurrency, self.sandbox_slots * self.sandbox_max_hosts)
+        pool = PoolSpec(slots_per_host=self.sandbox_slots, max_hosts=self.sandbox_max_hosts)
+        return min(self.concurrency, pool.capacity)
 
     @property
     def item_limit(self) -> int | None:
