@@ -64,8 +64,10 @@ def _start(flags: tuple[str, ...], tmp: Path) -> Iterator[LlamaServer]:
     port = _free_port()
     log = (tmp / f"llama-server-{port}.log").open("wb")
     command = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port)]
+    # one thread: beside the other xdist worker two spin against it (a 1,560-token prefill:
+    # 23 s steady at -t 1, 14-48 s at -t 2, medians 23.4 vs 29.4 s; docs/testing.md)
     process = subprocess.Popen(
-        [*command, "-t", "2", "--no-webui", *flags], stdout=log, stderr=subprocess.STDOUT
+        [*command, "-t", "1", "--no-webui", *flags], stdout=log, stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{port}"
     try:

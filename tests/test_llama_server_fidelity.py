@@ -110,7 +110,7 @@ async def test_the_embedded_samplers_logprobs_are_reproduced_by_the_documented_f
 
     ids = agent_prompt(exact_llama_server, TASKS[0])
     greedy = SamplingParams(temperature=0.0, max_tokens=POSITIONS, seed=1, logprob_mode="raw")
-    async with await EmbeddedModel.open(n_ctx=4096, n_threads=2) as model:
+    async with await EmbeddedModel.open(n_ctx=4096, n_threads=1) as model:
         engine = model.token_model(get_parser("hermes")).engine
         generation = await model.backend.generate(ids, sampling=greedy)
     assert engine is not None
