@@ -2,7 +2,7 @@
 endless_terminals with the embedded model on bwrap) in its own process group, signalled with
 ``kill -SIG -- -PGID`` after its first step: the step in flight finishes and is written (uv's
 forwarded duplicate does not cancel it), then ``128 + signal``, no traceback, no bwrap host
-left behind, and a line saying the trainer does not resume. The run evaluates the base weights
+left behind, and a line saying how to resume. The run evaluates the base weights
 on a held-out task first (its progress printed), and a drained run skips the final evaluation."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_one_group_signal_finishes_the_step_and_stops(
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert 1 <= len(steps) < 20
     assert f"stopped by {signum.name} after {len(steps)} of 20 steps" in output
-    assert "does not resume" in output
+    assert f"the same command with --resume --output {out}" in output
     assert "held-out tasks (base weights): 1/1" in output, output[-4000:]
     evaluations = [json.loads(line) for line in (out / "eval.jsonl").read_text().splitlines()]
     assert [e["label"] for e in evaluations] == ["base"]

@@ -3,13 +3,16 @@ seconds (before the weights, the model or a sandbox load), and no traceback."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hermes_trainer.config import TrainConfig, config_record
 
 pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX)
 
@@ -44,7 +47,26 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "group size 1": (["--group-size", "1", *run], "--group-size"),
         "adapter dir missing": (["--adapter", str(tmp / "no/dir/a.gguf"), *run], "--adapter"),
         "adapter dir read-only": (["--adapter", "/sys/adapter.gguf", *run], "--adapter"),
+        "resume without output": (["--resume"], "--resume needs --output"),
+        "resume without a run": (["--resume", *run], "--resume"),
+        "resume with other options": (
+            ["--resume", "--output", str(_recorded_run(tmp / "hot", temperature=0.5))],
+            "--temperature: recorded 0.5, given 1.0",
+        ),
+        "output holds a run": (
+            ["--output", str(_recorded_run(tmp / "started"))],
+            "--resume continues it",
+        ),
     }
+
+
+def _recorded_run(output: Path, **options: Any) -> Path:
+    """A run directory with its run.json and a metrics line, as a started run leaves it."""
+    output.mkdir()
+    record = config_record(TrainConfig(output=output, **options))
+    (output / "run.json").write_text(json.dumps(record), encoding="utf-8")
+    (output / "metrics.jsonl").write_text("{}\n", encoding="utf-8")
+    return output
 
 
 CASES = (
@@ -57,6 +79,10 @@ CASES = (
     "group size 1",
     "adapter dir missing",
     "adapter dir read-only",
+    "resume without output",
+    "resume without a run",
+    "resume with other options",
+    "output holds a run",
 )
 
 

@@ -34,9 +34,9 @@ from hermes_rollouts import (
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hermes_trainer.config import ENDLESS, TrainConfig, recipe_options
+from hermes_trainer.config import ENDLESS, TrainConfig, config_record, recipe_options
 from hermes_trainer.learner import OptimizerSpec
-from hermes_trainer.loop import config_record, train
+from hermes_trainer.loop import train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import Evaluation, StepMetrics
 from hermes_trainer.preflight import check_run
@@ -139,11 +139,27 @@ def build_parser() -> argparse.ArgumentParser:
     add("--learning-rate", type=float, default=defaults.optimizer.learning_rate)
     add("--lora-rank", type=int, default=defaults.lora.rank)
     add("--lora-alpha", type=float, default=defaults.lora.alpha)
+    add(
+        "--checkpoint-every",
+        type=int,
+        default=defaults.checkpoint_every,
+        metavar="N",
+        help="write OUTPUT/checkpoint.npz (LoRA, optimizer state, step) every N steps "
+        f"(default {defaults.checkpoint_every})",
+    )
+    add(
+        "--resume",
+        action="store_true",
+        help="continue the run in --output from its checkpoint (the same options; --steps "
+        "may grow)",
+    )
     add("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    if args.resume and not args.output:
+        raise ValueError("--resume needs --output DIR: the run directory to continue")
     output = args.output or f"runs/train-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
     config = TrainConfig(
         output=Path(output),
@@ -171,6 +187,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         epochs=args.epochs,
         adapter=args.adapter,
         tinker=_tinker(args),
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
     )
     if args.prefill_messages is None:
         return config
@@ -252,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     task = progress.add_task("train", total=config.steps, detail="sampling step 1")
 
     def on_step(metrics: StepMetrics) -> None:
-        progress.update(task, advance=1, detail=_describe(metrics))
+        progress.update(task, completed=metrics.step, detail=_describe(metrics))
         if not args.progress:
             console.print(_describe(metrics), highlight=False)
 
@@ -322,8 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if interruption.signum is not None:
         console.print(
             f"[yellow]stopped by {signal.Signals(interruption.signum).name} after "
-            f"{len(history)} of {config.steps} steps; model and sandboxes released.[/] The "
-            "trainer does not resume: run it again for more steps (from the base weights)",
+            f"{len(history)} of {config.steps} steps; model and sandboxes released.[/] "
+            "Continue it: the same command with --resume --output "
+            f"{config.output}",
             highlight=False,
         )
         return interruption.exit_code or EXIT_OK

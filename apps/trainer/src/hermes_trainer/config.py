@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,10 @@ class TrainConfig:
     source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``; ``grpo``
     with the live source needs groups of 2 or more.
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
-    local learner (live source, temperature 1). Every error is a ``ConfigError`` naming the
-    command-line option."""
+    local learner (live source, temperature 1). The local learner writes a checkpoint every
+    ``checkpoint_every`` steps; ``resume`` continues the run in ``output`` from it (the same
+    options; ``steps`` may grow). Every error is a ``ConfigError`` naming the command-line
+    option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -110,6 +113,8 @@ class TrainConfig:
     epochs: int = attrs.field(default=1, validator=_positive)
     adapter: Path | None = None
     tinker: TinkerSpec | None = None
+    checkpoint_every: int = attrs.field(default=1, validator=_positive)
+    resume: bool = False
 
     def __attrs_post_init__(self) -> None:
         live = not (self.atropos_url or self.trajectories)
@@ -129,6 +134,12 @@ class TrainConfig:
         if self.tinker is not None and not live:
             raise ConfigError(
                 "the Tinker API samples its own groups: no --atropos-url or --trajectories"
+            )
+        if self.resume and (self.atropos_url or self.tinker is not None):
+            raise ConfigError(
+                "--resume continues a run of the local learner on the live source or "
+                "--trajectories (an Atropos environment's groups and a Tinker run's state are "
+                "not replayed)"
             )
         if self.tinker is not None and self.temperature != 1.0:
             raise ConfigError(
@@ -152,3 +163,31 @@ class TrainConfig:
     def adapter_path(self) -> Path:
         """Where the adapter is written after every update (atomically replaced)."""
         return self.adapter or self.output / "adapter.gguf"
+
+
+#: options a resumed run may change (they do not change what a step computes)
+RESUMABLE = frozenset({"steps", "threads", "checkpoint_every", "resume"})
+
+
+def _json_value(_instance: object, _field: object, value: object) -> object:
+    return str(value) if isinstance(value, Path) else value
+
+
+def config_record(config: TrainConfig) -> dict[str, Any]:
+    """The run's configuration as JSON data (written to ``run.json``)."""
+    data: dict[str, Any] = json.loads(
+        json.dumps(attrs.asdict(config, value_serializer=_json_value))
+    )
+    return data
+
+
+def resume_differences(recorded: Mapping[str, Any], config: TrainConfig) -> list[str]:
+    """The options of ``config`` that differ from a recorded ``run.json`` (those in
+    :data:`RESUMABLE` aside), each as ``--option: recorded X, given Y``."""
+    given = config_record(config)
+    keys = sorted((set(recorded) | set(given)) - RESUMABLE)
+    return [
+        f"{_option(k)}: recorded {recorded.get(k)!r}, given {given.get(k)!r}"
+        for k in keys
+        if recorded.get(k) != given.get(k)
+    ]

@@ -19,7 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax  # type: ignore[import-untyped]
+from hermes_protocols import ConfigError
 
+from hermes_trainer.checkpoint import LearnerState
 from hermes_trainer.gguf_weights import BaseWeights, FloatArray
 from hermes_trainer.grpo import Objective, TrainGroup
 from hermes_trainer.lora import LoraSpec, initial_lora
@@ -129,6 +131,28 @@ class LoraLearner:
             tokens=sum(len(s.ids) for s in sequences),
             seconds=time.perf_counter() - started,
         )
+
+    def state(self) -> LearnerState:
+        """The LoRA pairs, Adam's state and the update count (what a checkpoint holds)."""
+        leaves = tuple(np.asarray(leaf) for leaf in jax.tree.leaves(self._state))
+        return LearnerState(lora=self.lora_arrays(), optimizer=leaves, updates=self.steps)
+
+    def restore(self, state: LearnerState) -> None:
+        """Continue from ``state`` (:class:`ConfigError` when it was written with another
+        ``--lora-rank`` or LoRA shape)."""
+        mine = jax.tree.leaves(self._state)
+        shapes = {k: (a.shape, b.shape) for k, (a, b) in self._lora.items()}
+        theirs = {k: (a.shape, b.shape) for k, (a, b) in state.lora.items()}
+        if theirs != shapes or [np.shape(x) for x in mine] != [x.shape for x in state.optimizer]:
+            raise ConfigError(
+                "--resume: the checkpoint's LoRA shapes differ from this run's (another "
+                "--lora-rank or model?)"
+            )
+        self._lora = {k: (jnp.asarray(a), jnp.asarray(b)) for k, (a, b) in state.lora.items()}
+        self._state = jax.tree.unflatten(
+            jax.tree.structure(self._state), [jnp.asarray(x) for x in state.optimizer]
+        )
+        self.steps = state.updates
 
     @property
     def params(self) -> Mapping[str, jax.Array]:

@@ -94,12 +94,20 @@ class LiveSource:
         self.session = session
         self._load_lora = load_lora
         self._items = session.items(seed=config.seed)
+        self._taken = 0
 
     async def collect(self, step: int) -> Collected:
+        """Step ``step``'s items: the ``groups_per_step`` after those of the steps before it
+        (a resumed run skips the items of the steps it already made)."""
         config = self.config
         started = anyio.current_time()
+        first = (step - 1) * config.groups_per_step
+        if first < self._taken:
+            raise ValueError(f"step {step}'s items were already taken")
+        items = itertools.islice(self._items, first - self._taken, None)
+        self._taken = first + config.groups_per_step
         groups = []
-        for item in itertools.islice(self._items, config.groups_per_step):
+        for item in itertools.islice(items, config.groups_per_step):
             seed = derive_seed(config.seed, f"step-{step}/{item.id}")
             groups.append(
                 list(await self.session.run_group(item, seed=seed, group_size=config.group_size))

@@ -5,8 +5,10 @@ with the embedded model, pulled from an Atropos ``run-api``, or read from batch 
 trajectories), builds the batch (:mod:`hermes_trainer.grpo`), runs one learner update in a
 worker thread, writes the LoRA adapter as a GGUF (atomically) and publishes it to the source,
 so live and Atropos sampling continue from the updated weights. Metrics go to
-``metrics.jsonl`` and ``reward.png`` after every step; with the live source,
-:meth:`Trainer.evaluate` runs held-out tasks with the current weights.
+``metrics.jsonl`` and ``reward.png`` after every step, the local learner's checkpoint to
+``checkpoint.npz`` (:mod:`hermes_trainer.checkpoint`), from which :meth:`Trainer.resume`
+continues; with the live source, :meth:`Trainer.evaluate` runs held-out tasks with the
+current weights.
 """
 
 from __future__ import annotations
@@ -18,17 +20,25 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-import attrs
 from hermes_protocols import Environment
 from hermes_rollouts import Interruption, reference_slug, resolve_model_path
 
 from hermes_trainer.atropos_feed import open_atropos_feed
+from hermes_trainer.checkpoint import read_checkpoint, write_checkpoint
 from hermes_trainer.config import ENDLESS, TrainConfig
 from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.live import LiveSource, live_environment, open_live
-from hermes_trainer.metrics import Evaluation, StepMetrics, append_jsonl, plot
+from hermes_trainer.metrics import (
+    Evaluation,
+    StepMetrics,
+    append_jsonl,
+    plot,
+    read_evaluations,
+    read_jsonl,
+    rewrite_jsonl,
+)
 from hermes_trainer.source import BatchSource, Collected, Learner, LocalLearner, Weights
 from hermes_trainer.tinker_api import TinkerLearner, open_tinker, tinker_model
 from hermes_trainer.trajectories import open_trajectories
@@ -82,6 +92,7 @@ class Trainer:
         self.learner = learner
         self.output = Path(config.output)
         self.metrics_path = self.output / "metrics.jsonl"
+        self.eval_path = self.output / "eval.jsonl"
         self.history: list[StepMetrics] = []
         #: the batch the last step built (what it trained on)
         self.last_batch: Batch | None = None
@@ -109,8 +120,30 @@ class Trainer:
         self.history.append(metrics)
         self.last_batch = batch
         await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
+        if isinstance(self.learner, LocalLearner) and step % config.checkpoint_every == 0:
+            state = await anyio.to_thread.run_sync(self.learner.learner.state)
+            await anyio.to_thread.run_sync(write_checkpoint, self.output, step, state)
         await self._plot()
         return metrics
+
+    async def resume(self) -> int:
+        """Continue from the run's checkpoint: the learner's state, the metrics and
+        evaluations up to its step (later lines, written after it, are dropped: those steps
+        run again) and the sampler on its weights; returns its step."""
+        if not isinstance(self.learner, LocalLearner):
+            raise TypeError("only the local learner resumes")
+        step, state = await anyio.to_thread.run_sync(read_checkpoint, self.output)
+        await anyio.to_thread.run_sync(self.learner.learner.restore, state)
+        if state.updates:
+            await self.source.publish(await self.learner.save(step), step)
+        history = await anyio.to_thread.run_sync(read_jsonl, self.metrics_path)
+        self.history = [m for m in history if m.step <= step]
+        await anyio.to_thread.run_sync(rewrite_jsonl, self.metrics_path, self.history)
+        evaluations = await anyio.to_thread.run_sync(read_evaluations, self.eval_path)
+        self.evaluations = [e for e in evaluations if e.after_step <= step]
+        await anyio.to_thread.run_sync(rewrite_jsonl, self.eval_path, self.evaluations)
+        await self._plot()
+        return step
 
     async def _plot(self) -> None:
         await anyio.to_thread.run_sync(
@@ -133,7 +166,7 @@ class Trainer:
             failed_rollouts=len(results) - len(rewards),
             mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
         )
-        await anyio.to_thread.run_sync(append_jsonl, self.output / "eval.jsonl", evaluation)
+        await anyio.to_thread.run_sync(append_jsonl, self.eval_path, evaluation)
         self.evaluations.append(evaluation)
         await self._plot()
         return evaluation
@@ -203,7 +236,8 @@ async def train(
 ) -> list[StepMetrics]:
     """Run up to ``config.steps`` steps into ``config.output`` (fewer when the source runs
     out; with ``eval_items``, an evaluation of the base weights before and of the trained
-    ones after); return every step's metrics. With ``interruption``
+    ones after; with ``resume``, from the run's checkpoint on); return every step's
+    metrics. With ``interruption``
     (:mod:`hermes_rollouts.signal_policy`), a drain ends the run after the current step (the
     trained weights are not evaluated) and a cancel cuts the current step short."""
     stop = interruption if interruption is not None else Interruption()
@@ -211,11 +245,12 @@ async def train(
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as work:
                 tg.start_soon(_cancel_when_set, stop.cancel, work)
-                if config.eval_items:
+                start = await trainer.resume() if config.resume else 0
+                if config.eval_items and not trainer.evaluations:
                     before = await trainer.evaluate("base", on_eval_progress)
                     if on_eval is not None:
                         on_eval(before)
-                for step in range(1, config.steps + 1):
+                for step in range(start + 1, config.steps + 1):
                     if stop.drain.is_set():
                         break
                     metrics = await trainer.step(step)
@@ -223,7 +258,10 @@ async def train(
                         break
                     if on_step is not None:
                         on_step(metrics)
-                if config.eval_items and not stop.drain.is_set():
+                evaluated = bool(trainer.evaluations) and (
+                    trainer.evaluations[-1].after_step == len(trainer.history)
+                )  # a resumed run that had finished
+                if config.eval_items and not stop.drain.is_set() and not evaluated:
                     after = await trainer.evaluate("trained", on_eval_progress)
                     if on_eval is not None:
                         on_eval(after)
@@ -248,12 +286,3 @@ def _title(config: TrainConfig) -> str:
         return f"{reference_slug(config.env)}, seed {config.seed}"
     levels = ",".join(str(d) for d in config.difficulties)
     return f"{','.join(config.families)} (level {levels}), seed {config.seed}"
-
-
-def _json_value(_instance: object, _field: object, value: object) -> object:
-    return str(value) if isinstance(value, Path) else value
-
-
-def config_record(config: TrainConfig) -> dict[str, object]:
-    """The run's configuration as JSON-ready data (written to ``run.json``)."""
-    return attrs.asdict(config, value_serializer=_json_value)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import matplotlib
+from hermes_protocols import ConfigError
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -63,9 +66,40 @@ def append_jsonl(path: Path, metrics: StepMetrics | Evaluation) -> None:
         handle.flush()
 
 
-def read_jsonl(path: Path) -> list[StepMetrics]:
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of ``path`` (none when it does not exist); the last line, when a kill
+    cut it short, is left out (:class:`ConfigError` for any other line that is not JSON)."""
+    if not path.exists():
+        return []
     lines = path.read_text(encoding="utf-8").splitlines()
-    return [StepMetrics(**json.loads(line)) for line in lines if line.strip()]
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number < len(lines):
+                raise ConfigError(f"{path}: line {number} is not JSON ({exc})") from exc
+    return records
+
+
+def read_jsonl(path: Path) -> list[StepMetrics]:
+    """The steps of a ``metrics.jsonl``."""
+    return [StepMetrics(**record) for record in _lines(path)]
+
+
+def read_evaluations(path: Path) -> list[Evaluation]:
+    """The evaluations of an ``eval.jsonl``."""
+    return [Evaluation(**record) for record in _lines(path)]
+
+
+def rewrite_jsonl(path: Path, records: Sequence[StepMetrics | Evaluation]) -> None:
+    """Replace ``path`` with ``records``, one line each (atomically)."""
+    staging = path.with_name(f".{path.name}.partial")
+    staging.unlink(missing_ok=True)
+    for record in records:
+        append_jsonl(staging, record)
+    staging.touch()
+    os.replace(staging, path)
 
 
 def plot(

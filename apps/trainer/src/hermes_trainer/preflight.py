@@ -3,6 +3,7 @@ model, a sandbox): each failure one :class:`ConfigError` naming the option to ch
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import httpx
 from hermes_protocols import ConfigError
 
-from hermes_trainer.config import TrainConfig
+from hermes_trainer.config import TrainConfig, resume_differences
 from hermes_trainer.trajectories import check_readable
 
 #: seconds to wait for a source's server to listen and to answer
@@ -28,7 +29,31 @@ def check_run(config: TrainConfig) -> None:
         _reachable(config.tinker.url, "--tinker-url")
     if config.adapter is not None:
         _adapter(config.adapter)
+    if config.resume:
+        _resumable(config)
+    elif (config.output / "metrics.jsonl").exists():
+        raise ConfigError(
+            f"--output {config.output} holds a run: --resume continues it; choose another "
+            "--output for a new one"
+        )
     _output(config.output)
+
+
+def _resumable(config: TrainConfig) -> None:
+    """``--output`` holds a run (``run.json``) with the same options."""
+    record = config.output / "run.json"
+    try:
+        recorded = json.loads(record.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"--resume: {record} does not exist: no run to continue") from exc
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume: cannot read {record}: {exc}") from exc
+    differences = resume_differences(recorded, config)
+    if differences:
+        raise ConfigError(
+            "--resume continues a run with its own options; pass them as recorded in "
+            f"{record} ({'; '.join(differences)})"
+        )
 
 
 def _reachable(url: str, option: str) -> None:

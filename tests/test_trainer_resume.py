@@ -1,0 +1,79 @@
+"""A training run killed with ``kill -9`` and continued with ``--resume`` follows the curve
+the same run makes uninterrupted: each step's rollouts, rewards and trained tokens are the
+same, the losses and the final adapter match, and nothing of the killed process stays behind
+once the resumed run ends."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+import pytest
+
+from tests.user_command import UserCommand, traversable_tmp
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
+
+STEPS = 4
+#: SFT on every rollout: each step updates, so each checkpoint holds new weights
+TINY = ["--steps", str(STEPS), "--groups-per-step", "1", "--group-size", "2",
+        "--max-turns", "1", "--max-tokens", "24", "--objective", "sft", "--min-reward", "0",
+        "--threads", "1", "--no-progress"]  # fmt: skip
+
+
+@pytest.fixture
+def sandbox_tmp() -> Iterator[Path]:
+    yield from traversable_tmp()
+
+
+def _run(tmp_path: Path, sandbox_tmp: Path, name: str, args: list[str]) -> UserCommand:
+    cwd = tmp_path / name
+    cwd.mkdir()
+    return UserCommand("apps/trainer", [*args, *TINY], cwd=cwd, tmp=sandbox_tmp)
+
+
+def _steps(output: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+
+def _adapter(path: Path) -> dict[str, np.ndarray]:
+    return {t.name: np.array(t.data) for t in gguf.GGUFReader(str(path)).tensors}
+
+
+@pytest.mark.timeout(1500)
+def test_a_killed_run_resumes_on_the_same_curve(tmp_path: Path, sandbox_tmp: Path) -> None:
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    command = _run(tmp_path, sandbox_tmp, "uninterrupted", ["--output", str(whole)])
+    assert command.wait(timeout=600) == 0, command.output[-4000:]
+
+    command = _run(tmp_path, sandbox_tmp, "first", ["--output", str(killed)])
+    checkpoint = killed / "checkpoint.npz"
+    command.wait_for(checkpoint.exists, timeout=600, what="wrote a checkpoint")
+    command.signal_group(signal.SIGKILL)
+    command.wait(timeout=60)
+    done = len(_steps(killed))
+    assert 1 <= done < STEPS, f"killed after {done} steps: nothing left to resume"
+
+    command = _run(tmp_path, sandbox_tmp, "resumed", ["--output", str(killed), "--resume"])
+    assert command.wait(timeout=600) == 0, command.output[-4000:]
+    assert "Traceback" not in command.output
+    assert command.leftovers() == []
+
+    expected, resumed = _steps(whole), _steps(killed)
+    assert [s["step"] for s in resumed] == list(range(1, STEPS + 1))
+    for mine, theirs in zip(resumed, expected, strict=True):
+        for key in ("rollouts", "mean_reward", "trained_groups", "trainable_tokens"):
+            assert mine[key] == theirs[key], (mine["step"], key)
+        assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-4), mine["step"]
+    mine_adapter, their_adapter = (
+        _adapter(killed / "adapter.gguf"),
+        _adapter(whole / "adapter.gguf"),
+    )
+    assert mine_adapter.keys() == their_adapter.keys()
+    for name, values in mine_adapter.items():
+        np.testing.assert_allclose(values, their_adapter[name], atol=1e-5, err_msg=name)
