@@ -55,10 +55,12 @@ def write_checkpoint(directory: Path, step: int, state: LearnerState) -> Path:
     return target
 
 
-def read_checkpoint(directory: Path) -> tuple[int, LearnerState]:
-    """The step and learner state ``directory``'s checkpoint holds (:class:`ConfigError`
-    naming ``--resume`` when there is none or it cannot be read)."""
+def read_checkpoint(directory: Path) -> tuple[int, LearnerState] | None:
+    """The step and learner state ``directory``'s checkpoint holds; ``None`` when the run
+    wrote none (:class:`ConfigError` naming ``--resume`` when it cannot be read)."""
     path = directory / CHECKPOINT
+    if not path.exists():
+        return None
     try:
         with np.load(path, allow_pickle=False) as data:
             names = list(data.keys())
@@ -66,11 +68,6 @@ def read_checkpoint(directory: Path) -> tuple[int, LearnerState]:
             lora = {k: (data[f"lora/{k}/a"], data[f"lora/{k}/b"]) for k in kinds}
             leaves = tuple(data[n] for n in sorted(n for n in names if n.startswith("optimizer/")))
             step, updates = int(data["step"]), int(data["updates"])
-    except FileNotFoundError as exc:
-        raise ConfigError(
-            f"--resume: {directory} has no {CHECKPOINT} (no step of that run finished): "
-            "start it again without --resume"
-        ) from exc
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise ConfigError(f"--resume: {path} is not a readable checkpoint ({exc})") from exc
     return step, LearnerState(lora=lora, optimizer=leaves, updates=updates)

@@ -129,13 +129,17 @@ class Trainer:
     async def resume(self) -> int:
         """Continue from the run's checkpoint: the learner's state, the metrics and
         evaluations up to its step (later lines, written after it, are dropped: those steps
-        run again) and the sampler on its weights; returns its step."""
+        run again) and the sampler on its weights; returns its step (0: the run wrote no
+        checkpoint and starts again)."""
         if not isinstance(self.learner, LocalLearner):
             raise TypeError("only the local learner resumes")
-        step, state = await anyio.to_thread.run_sync(read_checkpoint, self.output)
-        await anyio.to_thread.run_sync(self.learner.learner.restore, state)
-        if state.updates:
-            await self.source.publish(await self.learner.save(step), step)
+        checkpoint = await anyio.to_thread.run_sync(read_checkpoint, self.output)
+        step = 0
+        if checkpoint is not None:
+            step, state = checkpoint
+            await anyio.to_thread.run_sync(self.learner.learner.restore, state)
+            if state.updates:
+                await self.source.publish(await self.learner.save(step), step)
         history = await anyio.to_thread.run_sync(read_jsonl, self.metrics_path)
         self.history = [m for m in history if m.step <= step]
         await anyio.to_thread.run_sync(rewrite_jsonl, self.metrics_path, self.history)
