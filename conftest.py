@@ -14,10 +14,21 @@ tests that took longer than ``SLOW_S``.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ("pytester",)
+
+# Ray (the ray sandbox backend's tests) turns a driver running under `uv run` (nox, CI) into
+# `uv run` on every worker, with this repository uploaded as the job's working directory; the
+# test cluster's workers already run this environment's Python. Read when ray is imported.
+os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
 
 settings.register_profile(
     "ci",
@@ -33,6 +44,9 @@ settings.register_profile("thorough", deadline=None, max_examples=5000)
 SLOW_S = 3.0
 #: session fixtures that start a real server: their tests are slow and share one worker each
 SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server"})
+#: session fixtures that start a live cluster: their tests are slow and ``heavy`` (never beside
+#: the memory-hungry tests, and the cluster starts once, on the heavy tests' worker)
+HEAVY_FIXTURES = frozenset({"ray_cluster"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
@@ -41,6 +55,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group(name))
+        if HEAVY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.heavy)
         if item.get_closest_marker("heavy") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("heavy"))  # a shared server's group wins
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
@@ -59,3 +76,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s: mark them slow")
         for report in sorted(unmarked, key=lambda r: -r.duration):
             terminalreporter.write_line(f"{report.duration:6.1f} s  {report.nodeid}")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A live two-node Ray cluster on this machine (tests/ray_cluster.py), stopped at the end
+    of the session, even when tests fail; skipped when Ray is not installed."""
+    pytest.importorskip(
+        "ray", reason="Ray is not installed: uv sync --inexact --package hermes-sandbox --extra ray"
+    )
+    path = Path(__file__).with_name("tests") / "ray_cluster.py"
+    spec = importlib.util.spec_from_file_location("hermes_tests_ray_cluster", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with module.ray_cluster() as cluster:
+        yield cluster
