@@ -198,11 +198,12 @@ def shared_cluster() -> Iterator[Any]:
 
 def _backend_param(name: str) -> Any:
     """Slow backends' tests are marked ``slow``; the shared cluster's share one pytest-xdist
-    worker, so a parallel session starts it once."""
+    worker, so a parallel session starts it once; a live cluster's case says which cluster it
+    reaches (``request.getfixturevalue`` hides it from the root conftest, which groups it)."""
     case = BACKENDS[name]
     marks = [pytest.mark.slow] if case.slow or case.shared or case.cluster_fixture else []
     if case.cluster_fixture:
-        marks.append(pytest.mark.heavy)
+        marks.append(pytest.mark.live_cluster(case.cluster_fixture))
     if case.shared:
         marks.append(pytest.mark.xdist_group("shared_cluster"))
     return pytest.param(name, marks=marks)
