@@ -1,20 +1,25 @@
 """The ray backend on the session's live two-node Ray cluster (the root conftest's
-``ray_cluster``): hosts spread over both nodes, files through the actors, a lost node.
+``ray_cluster``): hosts spread over both nodes, files through the actors, nothing left on
+any node once the pool closes (checked by a Ray task pinned to each node), a lost node.
 
 The conformance and isolation suites run on it too (the ``ray`` case of the conftest); they
 need one node. The node-loss test leaves the session's cluster with its head node only (a
 node started again on this machine did not register within minutes on a loaded CI machine),
-so it comes last here, after the test that needs both nodes (tests of one xdist group run in
+so it comes last here, after the tests that need both nodes (tests of one xdist group run in
 collection order on one worker).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hermes_protocols import ConfigError, SandboxError
 from hermes_sandbox import BwrapConfig, PoolConfig, SandboxPool
@@ -23,6 +28,7 @@ from hermes_sandbox.factory import SandboxSpec, build_backend
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
 from hermes_sandbox.backends.ray import RayBackend, RayConfig, RaySlot  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +86,56 @@ async def test_large_files_move_both_ways_in_chunks(
             await slot.download("missing", str(tmp_path / "missing"))
         assert not (tmp_path / "missing").exists()
         await pool.release(slot)
+
+
+def _leftovers_on_this_node(root: str) -> list[str]:
+    """Host actors, processes, mounts and directories of the pool under ``root`` on the node
+    this runs on (a Ray task pinned there; the host cache ``.bin`` is kept on purpose)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            command = " ".join(proc.info["cmdline"] or [])
+            if "SandboxHostActor" in command or root in command:
+                found.append(f"process {proc.pid}: {command[:160]}")
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        found += [f"mount {m}" for m in (line.split()[4] for line in f) if m.startswith(root)]
+    found += [f"path {name}" for name in os.listdir(root) if name != ".bin"]
+    return found
+
+
+async def _leftovers_on_every_node(root: Path) -> dict[str, list[str]]:
+    probe: Any = ray.remote(num_cpus=0)(_leftovers_on_this_node)
+    nodes = sorted(_alive_nodes())
+    found = await asyncio.gather(
+        *(
+            probe.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+            ).remote(str(root))
+            for node in nodes
+        )
+    )
+    return dict(zip(nodes, found, strict=True))
+
+
+async def test_nothing_is_left_on_any_node_after_the_pool_closes(
+    ray_cluster: Any, sandbox_root: Path
+) -> None:
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the probe, on the nodes
+    async with _pool(_backend(ray_cluster, sandbox_root), slots_per_host=2, max_hosts=2) as pool:
+        slots = [await pool.acquire(f"t{i}") for i in range(4)]
+        assert {s.node_id for s in slots if isinstance(s, RaySlot)} == _alive_nodes()
+        for slot in slots:
+            await slot.exec("echo data > kept; (sleep 300 &) ; true", timeout=30)
+        during = await _leftovers_on_every_node(sandbox_root)
+        assert all(any("SandboxHostActor" in f for f in found) for found in during.values())
+    deadline = anyio.current_time() + 30  # ray.kill ends an actor's worker asynchronously
+    after = await _leftovers_on_every_node(sandbox_root)
+    while any(after.values()) and anyio.current_time() < deadline:
+        await anyio.sleep(0.5)
+        after = await _leftovers_on_every_node(sandbox_root)
+    assert after == {node: [] for node in _alive_nodes()}
 
 
 async def test_a_lost_node_fails_its_slots_and_the_pool_goes_on(
