@@ -9,7 +9,8 @@ the tests of one shared server on one worker, so ``nox -s tests`` starts it once
 the Tinker engine's JIT compilation, a hundred docker or gVisor sandboxes) never run together
 on a 2-core, 24 GB machine; a test of a live cluster (``CLUSTER_FIXTURES``, by argument or
 by a ``live_cluster`` mark) is ``heavy`` and in no other group, so a parallel session starts
-the cluster once, and the fixture fails if a second worker of the run starts one anyway; and
+the cluster once, and the fixture fails if a second worker of the run starts one anyway; a
+test marked ``breaks_cluster`` (it kills a node) runs after all others; and
 workers get the slow tests first, so no long test starts last. Every run ends by naming the
 unmarked tests that took longer than ``SLOW_S``.
 """
@@ -93,6 +94,7 @@ def pytest_collection_modifyitems(
             item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))  # a shared server's group wins
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
+    items.sort(key=lambda item: item.get_closest_marker("breaks_cluster") is not None)
     yield
     if config.getoption("loadgroup", default=False):  # pytest-xdist workers of --dist loadgroup
         for item in items:

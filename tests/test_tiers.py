@@ -56,7 +56,10 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     conftest = ROOT_CONFTEST.read_text(encoding="utf-8")
     assert "\nSLOW_S = 3.0\n" in conftest
     pytester.makeconftest(conftest.replace("\nSLOW_S = 3.0\n", "\nSLOW_S = 0.2\n"))
-    markers = "".join(f"\n    {name}: {name}" for name in ("slow", "e2e", "heavy", "live_cluster"))
+    markers = "".join(
+        f"\n    {name}: {name}"
+        for name in ("slow", "e2e", "heavy", "live_cluster", "breaks_cluster")
+    )
     pytester.makeini(f"[pytest]\nmarkers ={markers}\n")
     pytester.makepyfile(test_suite=SUITE)
     return pytester
@@ -97,6 +100,22 @@ def test_a_cluster_test_in_another_group_is_a_usage_error(suite: pytest.Pytester
     result = suite.runpytest_inprocess("--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*test_both uses the live cluster ray_cluster and the xdist*"])
+
+
+def test_a_test_that_breaks_the_cluster_runs_last(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_a_breaker="""
+        import pytest
+
+        @pytest.mark.breaks_cluster
+        def test_kills_a_node():
+            pass
+        """
+    )
+    result = suite.runpytest_inprocess("-v")  # test_a_breaker.py is collected first
+    ran = [line.split("::")[1].split()[0] for line in result.outlines if " PASSED" in line]
+    assert len(ran) == 7
+    assert ran[-1] == "test_kills_a_node", ran
 
 
 CLUSTER = """
