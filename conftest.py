@@ -7,17 +7,34 @@ unit`` runs the others (``-m "not slow"``, docs/testing.md). A test that uses on
 the tests of one shared server on one worker, so ``nox -s tests`` starts it once; tests marked
 ``heavy`` share one worker too, so two of them (7.6 GB for the JAX trainer's, 9.5 GB for
 the Tinker engine's JIT compilation, a hundred docker or gVisor sandboxes) never run together
-on a 2-core, 24 GB machine; and workers get the
-slow tests first, so no long test starts last. Every run ends by naming the unmarked
-tests that took longer than ``SLOW_S``.
+on a 2-core, 24 GB machine; a test of a live cluster (``CLUSTER_FIXTURES``, by argument or
+by a ``live_cluster`` mark) is ``heavy`` and in no other group, so a parallel session starts
+the cluster once, and the fixture fails if a second worker of the run starts one anyway; a
+test marked ``breaks_cluster`` (it kills a node) runs after all others; and
+workers get the slow tests first, so no long test starts last. Every run ends by naming the
+unmarked tests that took longer than ``SLOW_S``.
 """
 
 from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import tempfile
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 pytest_plugins = ("pytester",)
+
+# Ray (the ray sandbox backend's tests) turns a driver running under `uv run` (nox, CI) into
+# `uv run` on every worker, with this repository uploaded as the job's working directory; the
+# test cluster's workers already run this environment's Python. Read when ray is imported.
+os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"
 
 settings.register_profile(
     "ci",
@@ -33,18 +50,75 @@ settings.register_profile("thorough", deadline=None, max_examples=5000)
 SLOW_S = 3.0
 #: session fixtures that start a real server: their tests are slow and share one worker each
 SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server"})
+#: session fixtures that start a live cluster: their tests are slow and ``heavy``, and in the
+#: ``heavy`` group only (never beside the memory-hungry tests, and the cluster starts once, on
+#: the heavy tests' worker); a test reaching one through ``request.getfixturevalue`` says so
+#: with ``@pytest.mark.live_cluster(name)``
+CLUSTER_FIXTURES = frozenset({"ray_cluster"})
+HEAVY_GROUP = "heavy"
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def _live_clusters(item: pytest.Item) -> set[str]:
+    named = set(CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    return named | {str(mark.args[0]) for mark in item.iter_markers("live_cluster")}
+
+
+def _groups(item: pytest.Item) -> set[str]:
+    """The item's xdist groups (pytest-xdist runs an item of several in a group of its own)."""
+    return {
+        str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        for mark in item.iter_markers("xdist_group")
+    }
+
+
+@pytest.hookimpl(wrapper=True)  # marks before `-m` deselects, groups checked after pytest-xdist
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Generator[None, None, None]:
     for item in items:
         for name in SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group(name))
+        clusters = _live_clusters(item)
+        if clusters:
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.heavy)
+            other = _groups(item) - {HEAVY_GROUP}
+            if other:
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the live cluster {', '.join(sorted(clusters))} and the "
+                    f"xdist group {', '.join(sorted(other))}: a cluster's tests are in the "
+                    f"{HEAVY_GROUP!r} group only (conftest.py), or a second worker starts one"
+                )
         if item.get_closest_marker("heavy") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group("heavy"))  # a shared server's group wins
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))  # a shared server's group wins
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
+    items.sort(key=lambda item: item.get_closest_marker("breaks_cluster") is not None)
+    yield
+    if config.getoption("loadgroup", default=False):  # pytest-xdist workers of --dist loadgroup
+        for item in items:
+            _send_with_its_group(item)
+
+
+def _send_with_its_group(item: pytest.Item) -> None:
+    """Make sure the item's id carries its xdist groups, which is how ``--dist loadgroup`` sends
+    a group to one worker. pytest-xdist 3.8 writes them into a field pytest 9.2 no longer reads
+    (pytest-dev/pytest-xdist#1386): tests of one group ran on both workers, each starting its
+    own Ray cluster. Written here into pytest 9.2's id instead; a failure names the cause."""
+    groups = _groups(item)
+    if not groups:
+        return
+    suffix = "@" + "_".join(sorted(groups))
+    if not item.nodeid.endswith(suffix):
+        from _pytest.nodeid import NodeId  # pytest 9.2's structured ids
+
+        item._id = NodeId.parse(item.nodeid + suffix)
+    if not item.nodeid.endswith(suffix):
+        raise pytest.UsageError(
+            f"--dist loadgroup cannot keep {item.nodeid} in its xdist group {suffix[1:]} with "
+            "this pytest and pytest-xdist (pytest-dev/pytest-xdist#1386): run without -n"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -59,3 +133,50 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s: mark them slow")
         for report in sorted(unmarked, key=lambda r: -r.duration):
             terminalreporter.write_line(f"{report.duration:6.1f} s  {report.nodeid}")
+
+
+@contextlib.contextmanager
+def _only_one_per_run(config: pytest.Config, name: str) -> Iterator[None]:
+    """Fail when another pytest-xdist worker of this run holds ``name`` (a session fixture that
+    starts a cluster), instead of starting a second one: its tests escaped the one group."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:  # one process: a session fixture starts once
+        yield
+        return
+    lock = Path(tempfile.gettempdir()) / f"hermes-{name}-{workerinput['testrunuid']}.lock"
+    with lock.open("a+", encoding="utf-8") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.seek(0)
+            raise RuntimeError(
+                f"{name}: pytest-xdist worker {workerinput['workerid']} would start a second one "
+                f"beside worker {held.read() or '?'}'s: its tests are not all in one xdist group "
+                "(conftest.py, CLUSTER_FIXTURES)"
+            ) from None
+        held.seek(0)
+        held.truncate()
+        held.write(str(workerinput["workerid"]))
+        held.flush()
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A live two-node Ray cluster on this machine (tests/ray_cluster.py), stopped at the end
+    of the session, even when tests fail; skipped when Ray is not installed; an error on a
+    second pytest-xdist worker of the run (one cluster per run)."""
+    pytest.importorskip(
+        "ray", reason="Ray is not installed: uv sync --inexact --package hermes-sandbox --extra ray"
+    )
+    path = Path(__file__).with_name("tests") / "ray_cluster.py"
+    spec = importlib.util.spec_from_file_location("hermes_tests_ray_cluster", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with _only_one_per_run(request.config, "ray_cluster"), module.ray_cluster() as cluster:
+        yield cluster

@@ -23,6 +23,9 @@ PACKAGES = [
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
 TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer")
+#: Ray, hermes-sandbox's optional ``ray`` extra (the ``ray`` sandbox backend and its live-cluster
+#: tests), on top of the default environment
+RAY_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-sandbox", "--extra", "ray")
 #: the fast tier (docs/testing.md): no real model, server, container or trainer dependency; a
 #: test running longer than the timeout fails, naming the test to mark slow
 UNIT = ("-m", "not slow", "--hypothesis-profile=dev", "--timeout=60")
@@ -44,6 +47,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on every package and app (the trainer's dependencies installed first)."""
     session.run(*TRAINER_DEPS, external=True)
+    session.run(*RAY_DEPS, external=True)
     session.run(*RUN, "mypy", *PACKAGES, "noxfile.py", "benchmarks")
 
 
@@ -56,8 +60,9 @@ def unit(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile,
-    on two workers (the trainer's dependencies installed first: a no-op when they are)."""
+    on two workers (the trainer's dependencies and Ray installed first: no-ops when they are)."""
     session.run(*TRAINER_DEPS, external=True)
+    session.run(*RAY_DEPS, external=True)
     session.run(
         *RUN, "pytest", "--hypothesis-profile=ci", "--durations=40", *WORKERS, *session.posargs
     )
@@ -67,6 +72,7 @@ def tests(session: nox.Session) -> None:
 def e2e(session: nox.Session) -> None:
     """Only the end-to-end tests (real model, real sandboxes, real servers)."""
     session.run(*TRAINER_DEPS, external=True)
+    session.run(*RAY_DEPS, external=True)
     session.run(*RUN, "pytest", "-m", "e2e", "--hypothesis-profile=ci", *WORKERS, *session.posargs)
 
 

@@ -55,6 +55,9 @@ class BackendCase:
     """Starts a server, a container or a VM: the ``slow`` tier (``shared`` cases are too)."""
     slots_at_once: int = 100
     """Slots the scale test holds at once, on 4 hosts."""
+    cluster_fixture: str | None = None
+    """A session fixture of the root conftest (a live cluster) passed to ``make`` instead of
+    the shared cluster; such cases are ``slow`` and ``heavy``."""
 
 
 @contextlib.asynccontextmanager
@@ -195,9 +198,12 @@ def shared_cluster() -> Iterator[Any]:
 
 def _backend_param(name: str) -> Any:
     """Slow backends' tests are marked ``slow``; the shared cluster's share one pytest-xdist
-    worker, so a parallel session starts it once."""
+    worker, so a parallel session starts it once; a live cluster's case says which cluster it
+    reaches (``request.getfixturevalue`` hides it from the root conftest, which groups it)."""
     case = BACKENDS[name]
-    marks = [pytest.mark.slow] if case.slow or case.shared else []
+    marks = [pytest.mark.slow] if case.slow or case.shared or case.cluster_fixture else []
+    if case.cluster_fixture:
+        marks.append(pytest.mark.live_cluster(case.cluster_fixture))
     if case.shared:
         marks.append(pytest.mark.xdist_group("shared_cluster"))
     return pytest.param(name, marks=marks)
@@ -211,6 +217,8 @@ def backend_case(request: pytest.FixtureRequest) -> BackendCase:
         pytest.skip(reason)
     if case.shared:  # started before the test's leak checks take their snapshot
         request.getfixturevalue("shared_cluster")
+    if case.cluster_fixture:
+        request.getfixturevalue(case.cluster_fixture)
     return case
 
 
@@ -219,6 +227,8 @@ async def host_backend(
     backend_case: BackendCase, sandbox_root: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[HostBackend]:
     shared = request.getfixturevalue("shared_cluster") if backend_case.shared else None
+    if backend_case.cluster_fixture:
+        shared = request.getfixturevalue(backend_case.cluster_fixture)
     async with backend_case.make(sandbox_root, shared) as backend:
         yield backend
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 from hermes_protocols import ConfigError
 from hermes_sandbox.factory import (
@@ -19,11 +21,17 @@ COMPLETE = {
     "urls": ("http://127.0.0.1:1",),
     "token": "t0k",
     "nomad_address": "http://127.0.0.1:4646",
+    "ray_address": "127.0.0.1:6379",
 }
 
 
-@pytest.mark.parametrize("kind", BACKEND_KINDS)
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param(k, marks=pytest.mark.slow) if k == "ray" else k for k in BACKEND_KINDS],
+)  # importing Ray takes seconds
 def test_every_kind_builds_its_backend(kind: str) -> None:
+    if kind == "ray" and importlib.util.find_spec("ray") is None:
+        pytest.skip("the ray extra is not installed")
     backend = build_backend(SandboxSpec(kind=kind, **COMPLETE))  # type: ignore[arg-type]
     assert backend.name == kind
 

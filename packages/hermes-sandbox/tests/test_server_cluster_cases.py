@@ -15,6 +15,8 @@ and the session's :class:`SharedCluster`, and leaves nothing behind on exit:
 - ``docker``: real containers, skipped with the reason when no daemon answers.
 - ``gvisor``: real gVisor sandboxes (runsc and rootfs from ``.ci/gvisor.sh``), skipped with the
   reason when they are missing.
+- ``ray``: hosts as actors on the session's live two-node Ray cluster (the root conftest's
+  ``ray_cluster``), bwrap inside each; skipped when Ray is not installed.
 
 The shared servers and the fake Nomad run in a blocking portal (their own event loop thread),
 so they outlive each test's event loop; the session fixture checks that stopping them leaves
@@ -250,6 +252,27 @@ def _gvisor_skip() -> str | None:
     return setup if isinstance(setup, str) else None
 
 
+@contextlib.asynccontextmanager
+async def ray_hosts(root: Path, cluster: Any) -> AsyncIterator[HostBackend]:
+    from hermes_sandbox.backends.ray import RayBackend, RayConfig
+
+    config = RayConfig(
+        address=cluster.address,
+        cpus=RAY_HOST_CPUS,
+        python=cluster.python,
+        bwrap=BwrapConfig(root_dir=str(root)),
+    )
+    yield RayBackend(config)
+
+
+RAY_HOST_CPUS = 0.25
+"""Eight hosts fit on a node of the test cluster (two CPUs each)."""
+
+
+def _ray_skip() -> str | None:
+    return None if importlib.util.find_spec("ray") else "ray: not installed (the ray extra)"
+
+
 def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
     """The cluster backends as ``BackendCase`` entries (``case`` is the conftest's class)."""
     unprivileged_local = os.geteuid() != 0
@@ -271,10 +294,17 @@ def cluster_cases(case: Callable[..., Any]) -> dict[str, Any]:
             slow=True,
             slots_at_once=20,
         ),
+        "ray": case(
+            ray_hosts,
+            isolated=True,
+            unprivileged=True,
+            skip_reason=_ray_skip,
+            cluster_fixture="ray_cluster",
+        ),
     }
 
 
 def test_cases_are_well_formed() -> None:
     cases = cluster_cases(lambda make, **kw: (make, kw))
-    assert set(cases) == {"remote-server", "modal-fake", "nomad-fake", "docker", "gvisor"}
+    assert set(cases) == {"remote-server", "modal-fake", "nomad-fake", "docker", "gvisor", "ray"}
     assert all(callable(make) for make, _ in cases.values())

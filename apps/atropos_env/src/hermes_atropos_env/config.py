@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from hermes_atropos_env.atroposlib_import import APIServerConfig, BaseEnvConfig
 
-ToolPoolMode = Literal["local", "bwrap", "docker", "modal", "nomad", "remote"]
+ToolPoolMode = Literal["local", "bwrap", "docker", "modal", "nomad", "remote", "ray"]
 OverlongPolicy = Literal["drop", "truncate"]
 
 TOKEN_SERVER_TYPES: frozenset[str] = frozenset({"embedded", "sglang", "vllm", "llama_cpp"})
@@ -100,6 +100,10 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         "lines of their Dockerfiles on a host that cannot pull them.",
     )
     nomad_address: str | None = Field(default=None, description="Nomad HTTP API address.")
+    ray_address: str | None = Field(default=None, description="ray: the Ray cluster (host:port).")
+    ray_python: str | None = Field(
+        default=None, description="ray: the nodes' Python with hermes-sandbox installed."
+    )
     nomad_job_id: str | None = Field(
         default=None, description="Nomad job id of the pool (default hermes-sandbox-atropos-ENV)."
     )

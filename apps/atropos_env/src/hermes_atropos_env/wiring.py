@@ -77,6 +77,7 @@ OPTION_NAMES = {
     "sandbox.urls": "--env.remote_urls",
     "sandbox.token": "$HERMES_SANDBOX_TOKEN",
     "sandbox.nomad_address": "--env.nomad_address",
+    "sandbox.ray_address": "--env.ray_address",
     "pool.slots_per_host": "--env.slots_per_container",
     "pool.min_hosts": "--env.min_containers",
     "pool.max_hosts": "--env.max_containers",
@@ -166,6 +167,8 @@ def rollout_spec(
             token=credentials.sandbox_token,
             nomad_address=env.nomad_address,
             nomad_token=credentials.nomad_token,
+            ray_address=env.ray_address,
+            ray_python=env.ray_python,
             # --env.nomad_job_id is the whole job id: it becomes the pool name, without prefix
             nomad_job_prefix="" if env.nomad_job_id else DEFAULT_NOMAD_JOB_PREFIX,
             cpu=env.modal_cpu,

@@ -189,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--sandbox-allow-network", action="store_const", const=True, help="allow network"
     )
     box.add_argument("--nomad-address", metavar="URL", help="Nomad HTTP API address")
+    box.add_argument("--ray-address", metavar="HOST:PORT", help="Ray cluster (--sandbox ray)")
+    box.add_argument(
+        "--ray-python", metavar="PATH", help="the nodes' Python with hermes-sandbox (ray)"
+    )
     box.add_argument("--command-timeout", type=float, metavar="S", help=COMMAND_TIMEOUT.help)
     out = p.add_argument_group("output and control")
     out.add_argument("--output", metavar="DIR", help="run directory (runs/<timestamp>)")

@@ -135,6 +135,8 @@ class RunConfig:
     sandbox_url: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     sandbox_allow_network: bool = False
     nomad_address: str | None = None
+    ray_address: str | None = None
+    ray_python: str | None = None
     command_timeout: float = COMMAND_TIMEOUT.value
     rollout_timeout: float = attrs.field(default=ROLLOUT_TIMEOUT.value, validator=_positive)
     model_url: str | None = None

@@ -71,6 +71,7 @@ OPTION_NAMES = {
     "sandbox.urls": "--sandbox-url",
     "sandbox.token": "--sandbox-token or $HERMES_SANDBOX_TOKEN",
     "sandbox.nomad_address": "--nomad-address",
+    "sandbox.ray_address": "--ray-address",
     "pool.slots_per_host": "--sandbox-slots",
     "pool.max_hosts": "--sandbox-max-hosts",
 }
@@ -113,6 +114,8 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             token=credentials.sandbox_token,
             nomad_address=config.nomad_address,
             nomad_token=credentials.nomad_token,
+            ray_address=config.ray_address,
+            ray_python=config.ray_python,
             rollout_timeout_s=config.rollout_timeout,
         ),
         pool=PoolSpec(

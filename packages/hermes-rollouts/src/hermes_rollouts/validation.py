@@ -197,6 +197,8 @@ def _sandbox_problems(spec: RolloutSpec, name: OptionNames) -> list[str]:
                 f"{kind} needs {name('sandbox.image')} (an image with hermes-sandbox and "
                 "bubblewrap)"
             )
+    if box.kind == "ray" and not box.ray_address:
+        problems.append(f"{kind} needs {name('sandbox.ray_address')} (the cluster's host:port)")
     if pool.slots_per_host < 1:
         problems.append(f"{name('pool.slots_per_host')} must be 1 or more")
     if pool.max_hosts < 1:

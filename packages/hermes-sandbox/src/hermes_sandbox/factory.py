@@ -1,7 +1,7 @@
 """Backend kind + options -> a :class:`HostBackend`; toolsets with a default command timeout.
 
 Apps map their own configuration onto a :class:`SandboxSpec` and call :func:`build_backend`;
-the optional backends (docker, modal, nomad, remote) are imported only when chosen. A missing
+the optional backends (docker, modal, nomad, remote, ray) are imported only when chosen. A missing
 setting raises :class:`~hermes_protocols.ConfigError` naming what to set, in the app's own
 option names when it passes ``option_names`` (e.g. ``{"token": "--sandbox-token"}``).
 """
@@ -22,7 +22,7 @@ from hermes_sandbox.backends.docker_images import alias_pairs
 from hermes_sandbox.backends.local import LocalBackend
 from hermes_sandbox.tools import NamedToolset, TerminalTool, file_toolset
 
-BackendKind: TypeAlias = Literal["bwrap", "local", "docker", "modal", "nomad", "remote"]
+BackendKind: TypeAlias = Literal["bwrap", "local", "docker", "modal", "nomad", "remote", "ray"]
 BACKEND_KINDS: tuple[str, ...] = get_args(BackendKind)
 #: image of docker and modal hosts when the spec names none
 DEFAULT_IMAGE = "python:3.12-slim"
@@ -33,6 +33,7 @@ _MODULES = {
     "modal": "hermes_sandbox.backends.modal",
     "nomad": "hermes_sandbox.backends.nomad",
     "remote": "hermes_sandbox.backends.remote",
+    "ray": "hermes_sandbox.backends.ray",
 }
 
 
@@ -63,7 +64,10 @@ class SandboxSpec:
     and their bearer token. ``nomad_*``: the Nomad HTTP API, its ACL token and the job-id
     prefix (job id = prefix + pool name). ``cpu``, ``memory_mb``, ``gpu``, ``secrets``,
     ``idle_timeout_s``, ``rollout_timeout_s``: Modal sandbox settings (``None`` = Modal
-    backend defaults). Tokens are credentials: they never appear in ``repr``.
+    backend defaults). ``ray_address``: the Ray cluster of the ray backend, whose hosts
+    reserve ``cpu`` CPUs (default 1) and ``memory_mb`` each, their actors running on
+    ``ray_python`` (the nodes' Python with hermes-sandbox; see ``RayConfig.python``).
+    Tokens are credentials: they never appear in ``repr``.
     """
 
     kind: BackendKind = attrs.field(default="bwrap", validator=_kind)
@@ -81,6 +85,8 @@ class SandboxSpec:
     secrets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     idle_timeout_s: float | None = attrs.field(default=None, validator=_optional_positive)
     rollout_timeout_s: float | None = attrs.field(default=None, validator=_optional_positive)
+    ray_address: str | None = None
+    ray_python: str | None = None
 
 
 def _option(name: str, option_names: Mapping[str, str] | None) -> str:
@@ -158,6 +164,25 @@ def _nomad(spec: SandboxSpec, option_names: Mapping[str, str] | None) -> HostBac
     return backend
 
 
+def _ray(spec: SandboxSpec, option_names: Mapping[str, str] | None) -> HostBackend:
+    if not spec.ray_address:
+        raise ConfigError(
+            f"the ray sandbox backend needs {_option('ray_address', option_names)}: "
+            "the Ray cluster's address (host:port of its head, or auto)"
+        )
+    ray = _load("ray")
+    backend: HostBackend = ray.RayBackend(
+        ray.RayConfig(
+            address=spec.ray_address,
+            cpus=spec.cpu or 1.0,
+            memory_mb=spec.memory_mb,
+            python=spec.ray_python,
+            bwrap=BwrapConfig(allow_network=spec.allow_network),
+        )
+    )
+    return backend
+
+
 def build_backend(
     spec: SandboxSpec, *, option_names: Mapping[str, str] | None = None
 ) -> HostBackend:
@@ -186,6 +211,8 @@ def build_backend(
         return _modal(spec)
     if spec.kind == "remote":
         return _remote(spec, option_names)
+    if spec.kind == "ray":
+        return _ray(spec, option_names)
     return _nomad(spec, option_names)
 
 
