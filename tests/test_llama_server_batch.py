@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hermes_rollouts import TEMPERATURE
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "apps" / "batch_runner"
@@ -55,7 +56,7 @@ def test_token_mode_run_with_non_ascii_text_loses_no_rollout(
         sampling = record["sampling"]
         assert sampling["logprob_mode"] == "sampled"
         assert sampling["logprob_mode_requested"] == "sampled"
-        assert sampling["temperature"] == 0.7
+        assert sampling["temperature"] == TEMPERATURE.value  # the default
         assert record["token_source"] == "sampler"
         assert record["logprob_mode"] == "sampled"
         masks, logprobs = record["masks"], record["logprobs"]

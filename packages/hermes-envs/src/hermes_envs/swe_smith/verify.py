@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 from hermes_protocols import ConfigError, FailureKind, Score, Slot
+from packaging.requirements import Requirement
 
 VENV = ".hermes_venv"
 _RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED) (\S+)", re.MULTILINE)
-_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def _closure(root: str) -> list[metadata.Distribution]:
@@ -31,10 +31,11 @@ def _closure(root: str) -> list[metadata.Distribution]:
                 raise ConfigError(f"{root} is not installed on this host") from None
             continue
         seen[name] = dist
-        for req in dist.requires or ():
-            match = _REQ_NAME.match(req)
-            if match and "extra ==" not in req:
-                todo.append(match.group(1))
+        for text in dist.requires or ():
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)  # not pytest's colorama off Windows: another
+                # package's copy on sys.path (Ray's, with files missing) would be packed
     return list(seen.values())
 
 
