@@ -122,17 +122,41 @@ def _send_with_its_group(item: pytest.Item) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    calls = [
+    reports = [
         report
         for reports in terminalreporter.stats.values()
         for report in reports
-        if isinstance(report, pytest.TestReport) and report.when == "call"
+        if isinstance(report, pytest.TestReport)
     ]
+    calls = [report for report in reports if report.when == "call"]
     unmarked = [r for r in calls if r.duration > SLOW_S and "slow" not in r.keywords]
     if unmarked:
         terminalreporter.section(f"unmarked tests slower than {SLOW_S:g} s: mark them slow")
         for report in sorted(unmarked, key=lambda r: -r.duration):
             terminalreporter.write_line(f"{report.duration:6.1f} s  {report.nodeid}")
+    _time_by_worker(terminalreporter, reports)
+
+
+def _time_by_worker(terminalreporter: pytest.TerminalReporter, reports: list[Any]) -> None:
+    """Name the worker that set the run's wall time: when each pytest-xdist worker ran its last
+    test, and how much of its time went to the ``heavy`` group (which runs one test at a time)."""
+    by_worker: dict[str, list[Any]] = {}
+    for report in reports:
+        node = getattr(report, "node", None)  # set by pytest-xdist's controller
+        if node is not None:
+            by_worker.setdefault(str(node.gateway.id), []).append(report)
+    if not by_worker:
+        return
+    began = min(report.start for report in reports)
+    terminalreporter.section("time by xdist worker")
+    for worker, own in sorted(by_worker.items()):
+        tests = sum(report.duration for report in own)
+        heavy = sum(report.duration for report in own if "heavy" in report.keywords)
+        terminalreporter.write_line(
+            f"{worker}: last test ended at {max(r.stop for r in own) - began:,.0f} s; "
+            f"{len({r.nodeid for r in own})} tests took {tests:,.0f} s, "
+            f"the heavy group {heavy:,.0f} s"
+        )
 
 
 @contextlib.contextmanager

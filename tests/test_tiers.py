@@ -156,6 +156,11 @@ def test_one_group_runs_on_one_worker_under_loadgroup(suite: pytest.Pytester) ->
     workers = {line.split()[0] for line in result.outlines if "PASSED test_suite.py::test_" in line}
     assert len(workers) == 1, result.outlines
     assert not list(suite.path.glob("**/hermes-fake_cluster-*.lock"))
+    # the run's summary names that worker with both tests and the fixture's 3 s
+    worker = workers.pop().strip("[]")
+    result.stdout.fnmatch_lines(
+        ["*time by xdist worker*", f"{worker}: last test ended at * s; 2 tests took [3-9] s, *"]
+    )
 
 
 @pytest.mark.slow  # two pytest-xdist workers
