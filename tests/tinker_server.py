@@ -13,6 +13,7 @@ loaded the model: a LoRA adapter is created and unloaded over plain HTTP (what t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +38,9 @@ START_TIMEOUT_S = 300.0
 #: accumulated) take the engine's peak RSS for a forward_backward of 8 x 200 tokens (its JIT
 #: compilation) from 12.5 GB to 5.5 GB, and it is faster (gradient checkpointing: 12.0 GB alone,
 #: 5.4 GB with micro batches but slower)
+#: the engine's compilation cache holds 438 MB for the Tinker test; least recently used entries
+#: go past this
+JAX_CACHE_MAX_BYTES = 2 * 1024**3
 BACKEND_CONFIG: dict[str, Any] = {
     "max_lora_adapters": 4,
     "max_lora_rank": 8,
@@ -53,6 +57,22 @@ def tinker_model_dir() -> Path:
     return skyrl_tx_cache() / "smollm2-135m"
 
 
+def jax_cache_dir() -> Path:
+    """The engine's persistent JAX compilation cache, kept beside the skyrl-tx install and keyed
+    by this CPU's feature flags too (XLA compiles for the host CPU; a home directory shared by
+    machines of different CPUs gets one cache each). JAX keys entries by its own version and
+    flags. Measured: the Tinker test took 252 s with an empty cache, 159 s with a warm one."""
+    flags = next(
+        (
+            line
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        ),
+        "",
+    )
+    return skyrl_tx_cache() / f"jax-cache-{hashlib.sha256(flags.encode()).hexdigest()[:12]}"
+
+
 def _server_env(home: Path, venv: Path, uv: str) -> dict[str, str]:
     env = {
         k: v
@@ -66,6 +86,9 @@ def _server_env(home: Path, venv: Path, uv: str) -> dict[str, str]:
         UV_NO_PROJECT="1",
         UV_CACHE_DIR=str(home / ".cache" / "uv"),
         JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=str(jax_cache_dir()),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        JAX_COMPILATION_CACHE_MAX_SIZE=str(JAX_CACHE_MAX_BYTES),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
     )
