@@ -30,7 +30,7 @@ from hermes_rollouts import (
     TEMPERATURE,
     CommandParser,
     Credentials,
-    environments_text,
+    ListEnvironments,
     file_sha256,
     json_object_option,
     load_dataset,
@@ -68,17 +68,6 @@ continued with --resume.
 """
 
 
-class _ListEnvs(argparse.Action):
-    """``--list-envs``: print the available environments and exit (like ``--help``)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
-        print(environments_text())
-        parser.exit()
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = CommandParser(
         prog="batch_runner",
@@ -95,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument(
         "--list-envs",
-        action=_ListEnvs,
+        action=ListEnvironments,
         help="list the shipped and installed environments and exit",
     )
     src.add_argument(

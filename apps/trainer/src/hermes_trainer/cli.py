@@ -25,7 +25,7 @@ from hermes_rollouts import (
     TEMPERATURE,
     CommandParser,
     Interruption,
-    environments_text,
+    ListEnvironments,
     interrupted_exit_code,
     json_object_option,
     root_error,
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         default={},
         help="the environment's options (JSON)",
     )
-    add("--list-envs", action=_ListEnvs, help="list the available environments and exit")
+    add("--list-envs", action=ListEnvironments, help="list the available environments and exit")
     add(
         "--families",
         help=f"endless_terminals families (default {','.join(defaults.families)})",
@@ -211,17 +211,6 @@ def _endless(args: argparse.Namespace) -> dict[str, Any]:
     if args.difficulties is not None:
         out["difficulties"] = tuple(int(d) for d in args.difficulties.split(",") if d)
     return out
-
-
-class _ListEnvs(argparse.Action):
-    """``--list-envs``: print the available environments and exit (like ``--help``)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
-        print(environments_text())
-        parser.exit()
 
 
 def _tinker(args: argparse.Namespace) -> TinkerSpec | None:

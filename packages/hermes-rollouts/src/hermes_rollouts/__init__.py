@@ -21,7 +21,7 @@ from hermes_rollouts.adapter_file import AdapterFile, file_sha256
 from hermes_rollouts.atropos_api import pull_batch, register_trainer
 from hermes_rollouts.boundary import root_error
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
-from hermes_rollouts.command_line import CommandParser, json_object_option
+from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_object_option
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
 from hermes_rollouts.env_check import check_environment
@@ -134,6 +134,7 @@ __all__ = [
     "EnvironmentPlugin",
     "EnvironmentSpec",
     "Interruption",
+    "ListEnvironments",
     "LoadedDataset",
     "ModelHandle",
     "ModelOpener",

@@ -1,13 +1,16 @@
-"""What the command lines share: an argparse parser whose errors are one line, and the
-JSON-object option type."""
+"""What the command lines share: an argparse parser whose errors are one line, the
+JSON-object option type, and ``--list-envs``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from hermes_protocols import json_error
+
+from hermes_rollouts.plugins import environments_text
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -27,3 +30,14 @@ def json_object_option(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
+
+
+class ListEnvironments(argparse.Action):
+    """``--list-envs``: print the available environments and exit (like ``--help``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        print(environments_text())
+        parser.exit()
