@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install verifiers 0.4.0 for the verifiers adapter (apps/verifiers_env, docs/verifiers.md):
+#   ~/.cache/hermes-rl/verifiers-0.4.0/venv   Python 3.11, exactly .ci/verifiers-requirements.txt
+# verifiers pins openai<3 while the workspace locks openai 3, so it lives in a venv of its own;
+# apps/verifiers_env/vf_eval.py runs vf-eval there with the workspace's packages behind
+# verifiers' own. Idempotent: a marker written last (the requirements' hash) makes a second run
+# skip. About 20 s once (pure wheels, uv-cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version="0.4.0"
+requirements=".ci/verifiers-requirements.txt"
+cache="${HOME}/.cache/hermes-rl/verifiers-${version}"
+venv="${cache}/venv"
+marker="${cache}/complete"
+stamp="$(sha256sum "$requirements" | cut -d' ' -f1)"
+
+if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]]; then
+    echo "verifiers.sh: ${cache} is complete; skipping"
+    exit 0
+fi
+rm -f "$marker"
+mkdir -p "$cache"
+# the workspace's interpreter: the venv loads the workspace's compiled modules (llama.cpp)
+python="$(uv run --frozen --no-sync python -c 'import sys; print(sys._base_executable)')"
+if [[ ! -x "${venv}/bin/python" ]]; then
+    uv venv --quiet --python "$python" "$venv"
+fi
+uv pip sync --quiet --python "${venv}/bin/python" "$requirements"
+echo "$stamp" >"$marker"
+echo "verifiers.sh: verifiers ${version} installed in ${venv}"

@@ -1,0 +1,50 @@
+"""The configs verifiers parses from its command line (``--env.taskset.*`` and
+``--env.agent.harness.*``) and the task record each rollout carries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from hermes_verifiers_env.verifiers_import import vf
+
+#: the taskset id (and package name) verifiers resolves: ``vf-eval hermes-verifiers-env``
+TASKSET_ID = "hermes-verifiers-env"
+
+
+class HermesTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
+    """Which environment of ours (any reference the resolver takes: a shipped or installed
+    name, ``pkg.mod:Attr``, ``path/to/file.py:Attr``), its options, and which items."""
+
+    environment: str = "endless_terminals"
+    options: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+    split: str = "train"
+
+
+class HermesHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
+    """How one rollout runs: the sandbox backend, the agent's budgets, the tool-call parser and
+    what the model is shown before the task (a shipped demonstration or a prefill file)."""
+
+    sandbox: str = "bwrap"
+    pool_name: str = "hermes-vf"
+    max_turns: int = Field(4, ge=1)
+    max_tokens: int = Field(160, ge=1)
+    context_tokens: int = Field(4096, ge=16)
+    parser: str = "hermes"
+    parse_content_tool_calls: bool = True
+    toolsets: list[str] | None = None
+    demonstration: str | None = None
+    prefill_messages: str | None = None
+    system_prompt: str | None = None
+    command_timeout: float = Field(30.0, gt=0)
+    max_attempts: int = Field(3, ge=1)
+
+
+class HermesTaskData(vf.TaskData):  # type: ignore[misc]
+    """One item of one environment: everything a harness needs to run it anywhere."""
+
+    environment: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    item: dict[str, Any]

@@ -1,0 +1,199 @@
+"""The verifiers adapter (apps/verifiers_env) for real: ``vf-eval`` of our environments in
+verifiers' own venv (``.ci/verifiers.sh``) against a real llama-server, rollouts in bwrap
+slots. The rewards in verifiers' results are our verifier's (each rollout's commands, replayed
+on a fresh slot of the same item, score the same), an infrastructure failure is an errored
+rollout (never a 0.0 reward), and no slot is left behind."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import hermes_parsers
+import pytest
+from hermes_envs import RolloutRunner, RunnerConfig, ScriptAgent
+from hermes_protocols import Item
+from hermes_rollouts import EnvironmentSpec, build_environment
+from hermes_sandbox import PoolConfig, SandboxPool
+from hermes_sandbox.factory import SandboxSpec, build_backend, build_toolsets
+
+from tests.user_command import UserCommand, traversable_tmp
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_PYTHON = Path.home() / ".cache/hermes-rl/verifiers-0.4.0/venv/bin/python"
+LAUNCHER = ROOT / "apps/verifiers_env/vf_eval.py"
+DOC = ROOT / "docs/verifiers.md"
+SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
+WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+BROKEN_ENV = '''
+from hermes_protocols import Item, Message, SandboxError
+
+
+class BrokenSetup:
+    """Every workspace setup fails: the sandbox's fault, never the model's."""
+
+    name = "broken_setup"
+    toolsets = ("terminal",)
+
+    def items(self, *, seed, split="train"):
+        yield Item(id=f"broken-{split}-{seed}", data={}, split=split)
+
+    def prompt(self, item):
+        return [Message.user("Write ok to out.txt.")]
+
+    async def setup_workspace(self, item, slot):
+        raise SandboxError("the host went away")
+
+    async def verify(self, item, result, ctx):
+        raise AssertionError("never verified")
+'''
+
+
+@pytest.fixture
+def user_tmp() -> Iterator[Path]:
+    yield from traversable_tmp()
+
+
+@pytest.fixture
+def key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variable ``--client.api-key-var`` names (llama-server checks no key)."""
+    monkeypatch.setenv("HERMES_VF_KEY", "unused")
+
+
+def vf_eval(cwd: Path, tmp: Path, args: list[str]) -> UserCommand:
+    """Start ``vf-eval`` as a user does (its own process group, bwrap hosts under ``tmp``)."""
+    if not VENV_PYTHON.is_file():
+        pytest.skip(f"verifiers is not installed at {VENV_PYTHON}: run .ci/verifiers.sh")
+    return UserCommand(str(VENV_PYTHON), [str(LAUNCHER), *args], cwd=cwd, tmp=tmp)
+
+
+def common(server: Any, out: Path) -> list[str]:
+    """The options every test run shares: the server, the output, no platform upload."""
+    return [
+        *("-m", "smollm2", "--client.base-url", f"{server.url}/v1"),
+        *("--client.api-key-var", "HERMES_VF_KEY", "-o", str(out), "--run.dir", "run"),
+        *("--no-push", "--no-rich", "--env.agent.runtime.type", "subprocess"),
+        *("--env.agent.harness.id", "hermes-verifiers-env"),
+        *("--env.agent.harness.context-tokens", "2048"),
+    ]
+
+
+def traces(path: Path) -> list[dict[str, Any]]:
+    """Every rollout's trace in verifiers' results (one episode per line)."""
+    lines = path.read_text().splitlines()
+    return [trace for line in lines if line.strip() for trace in json.loads(line)["traces"]]
+
+
+def commands(trace: dict[str, Any]) -> list[str]:
+    """The terminal commands the model called, in order (parsed as our harness parsed them)."""
+    parser = hermes_parsers.get_parser("hermes")
+    found: list[str] = []
+    for node in trace["nodes"]:
+        message = node["message"]
+        if message["role"] != "assistant" or not node["sampled"]:
+            continue
+        for call in parser.parse(message.get("content") or "").tool_calls:
+            if call.name == "terminal":
+                found.append(str((call.arguments or {}).get("command", "")))
+    return found
+
+
+async def replayed_reward(
+    environment: str, options: dict[str, Any], item: Item, script: str
+) -> float:
+    """Our verifier's reward for ``script`` run on a fresh bwrap slot of ``item``."""
+    env = build_environment(EnvironmentSpec(name=environment, options=options))
+    backend = build_backend(SandboxSpec(kind="bwrap"))
+    async with SandboxPool(backend, PoolConfig(name="vf-replay", max_hosts=1)) as pool:
+        terminal = [t for t in build_toolsets(30.0, 600.0) if t.name == "terminal"]
+        runner = RolloutRunner(
+            env, pool, ScriptAgent(script or "true"), terminal, config=RunnerConfig(max_attempts=1)
+        )
+        rollout = await runner.run_rollout(item, terminal)
+    assert rollout.score is not None, rollout.failure
+    return rollout.score.reward
+
+
+def doc_command(url: str, out: Path) -> list[str]:
+    """docs/verifiers.md's vf-eval line, its server and output directory replaced."""
+    block = re.findall(r"```bash\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)[0]
+    line = block.splitlines()[1]
+    assert line.startswith("~/.cache/hermes-rl/verifiers-0.4.0/venv/bin/python "), line
+    line = line.replace("http://127.0.0.1:8080", url).replace("~/runs/vf", str(out))
+    return shlex.split(line)[2:]  # after the venv's python and the launcher
+
+
+def test_the_docs_vf_eval_rewards_are_our_verifiers(
+    llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+) -> None:
+    command = vf_eval(tmp_path, user_tmp, doc_command(llama_server.url, tmp_path / "out"))
+    results = tmp_path / "out" / "write_word" / "traces.jsonl"
+    assert command.wait(timeout=900) == 0, command.output[-4000:]
+    assert command.leftovers() == []
+    found = traces(results)
+    assert len(found) == 6
+    called = 0
+    for trace in found:
+        assert trace["ok"], trace.get("errors")
+        reward = trace["rewards"]["hermes_reward"]["score"]
+        assert reward in (0.0, 1.0)
+        data = trace["task"]["data"]
+        item = Item(**data["item"])
+        script = "\n".join(commands(trace))
+        called += bool(script)
+        replay = anyio.run(replayed_reward, data["environment"], data["options"], item, script)
+        assert replay == reward, (script, trace["rewards"])
+    assert called > 0, "the model called no tool in any rollout"
+
+
+def test_vf_eval_runs_the_example_plugin_from_a_file(
+    llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+) -> None:
+    args = [
+        "hermes-verifiers-env", "-n", "1", "-r", "2",
+        *("--env.taskset.environment", f"{SALES_REPORT}:SalesReportEnv"),
+        *("--env.agent.harness.demonstration", "terminal"),
+        *("--env.agent.harness.toolsets", '["terminal"]'),
+        *("--env.agent.harness.max-turns", "1", "--env.agent.harness.max-tokens", "48"),
+        *common(llama_server, tmp_path / "out"),
+    ]  # fmt: skip
+    command = vf_eval(tmp_path, user_tmp, args)
+    results = tmp_path / "out" / "run" / "traces.jsonl"
+    assert command.wait(timeout=900) == 0, command.output[-4000:]
+    assert command.leftovers() == []
+    found = traces(results)
+    assert len(found) == 2
+    for trace in found:
+        assert trace["ok"], trace.get("errors")
+        assert trace["task"]["data"]["item"]["id"].startswith("sales")
+        assert trace["rewards"]["hermes_reward"]["score"] in (0.0, 1.0)
+
+
+def test_infrastructure_failure_is_an_errored_rollout_not_a_zero(
+    llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+) -> None:
+    broken = tmp_path / "broken_env.py"
+    broken.write_text(BROKEN_ENV)
+    args = [
+        "hermes-verifiers-env", "-n", "1", "-r", "1",
+        *("--env.taskset.environment", f"{broken}:BrokenSetup"),
+        *("--env.agent.harness.max-attempts", "2"),
+        *common(llama_server, tmp_path / "out"),
+    ]  # fmt: skip
+    command = vf_eval(tmp_path, user_tmp, args)
+    results = tmp_path / "out" / "run" / "traces.jsonl"
+    command.wait(timeout=600)
+    assert command.leftovers() == []
+    (trace,) = traces(results)
+    assert not trace["ok"]
+    assert "hermes_reward" not in trace["rewards"]
+    assert any("the host went away" in e["message"] for e in trace["errors"]), trace["errors"]
+    assert trace["errors"][-1]["type"] == "SandboxError"
