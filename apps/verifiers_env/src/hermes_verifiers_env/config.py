@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_rollouts import BackendKind
 from pydantic import Field
 
 from hermes_verifiers_env.verifiers_import import vf
@@ -27,7 +28,7 @@ class HermesHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
     """How one rollout runs: the sandbox backend, the agent's budgets, the tool-call parser and
     what the model is shown before the task (a shipped demonstration or a prefill file)."""
 
-    sandbox: str = "bwrap"
+    sandbox: BackendKind = "bwrap"
     pool_name: str = "hermes-vf"
     max_turns: int = Field(4, ge=1)
     max_tokens: int = Field(160, ge=1)
