@@ -161,7 +161,7 @@ def test_vf_eval_runs_the_example_plugin_from_a_file(
         "hermes-verifiers-env", "-n", "1", "-r", "2",
         *("--env.taskset.environment", f"{SALES_REPORT}:SalesReportEnv"),
         *("--env.agent.harness.demonstration", "terminal"),
-        *("--env.agent.harness.toolsets", '["terminal"]'),
+        *("--env.agent.harness.toolsets", "terminal"),
         *("--env.agent.harness.max-turns", "1", "--env.agent.harness.max-tokens", "48"),
         *common(llama_server, tmp_path / "out"),
     ]  # fmt: skip

@@ -35,7 +35,7 @@ class HermesHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
     context_tokens: int = Field(4096, ge=16)
     parser: str = "hermes"
     parse_content_tool_calls: bool = True
-    toolsets: list[str] | None = None
+    toolsets: list[str] = Field(default_factory=list)  # empty: the environment's own
     demonstration: str | None = None
     prefill_messages: str | None = None
     system_prompt: str | None = None

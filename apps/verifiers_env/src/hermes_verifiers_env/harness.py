@@ -70,7 +70,9 @@ def rollout_spec(
             system_prompt=config.system_prompt,
             prefill_messages=prefill,
         ),
-        toolsets=ToolsetSpec(enabled=config.toolsets, command_timeout_s=config.command_timeout),
+        toolsets=ToolsetSpec(
+            enabled=config.toolsets or None, command_timeout_s=config.command_timeout
+        ),
         budgets=AgentBudgets(
             max_turns=config.max_turns,
             max_tokens_per_turn=config.max_tokens,
