@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_rollouts import BackendKind
+from hermes_rollouts import (
+    COMMAND_TIMEOUT,
+    CONTEXT_TOKENS,
+    ENVIRONMENT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PARSER,
+    SANDBOX,
+    SEED,
+    BackendKind,
+)
 from pydantic import Field
 
 from hermes_verifiers_env.verifiers_import import vf
@@ -18,9 +28,9 @@ class HermesTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
     """Which environment of ours (any reference the resolver takes: a shipped or installed
     name, ``pkg.mod:Attr``, ``path/to/file.py:Attr``), its options, and which items."""
 
-    environment: str = "endless_terminals"
+    environment: str = Field(ENVIRONMENT.value, description=ENVIRONMENT.help)
     options: dict[str, Any] = Field(default_factory=dict)
-    seed: int = 0
+    seed: int = Field(SEED.value, description=SEED.help)
     split: str = "train"
 
 
@@ -28,18 +38,18 @@ class HermesHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
     """How one rollout runs: the sandbox backend, the agent's budgets, the tool-call parser and
     what the model is shown before the task (a shipped demonstration or a prefill file)."""
 
-    sandbox: BackendKind = "bwrap"
+    sandbox: BackendKind = Field(SANDBOX.value, description=SANDBOX.help)
     pool_name: str = "hermes-vf"
-    max_turns: int = Field(4, ge=1)
-    max_tokens: int = Field(160, ge=1)
-    context_tokens: int = Field(4096, ge=16)
-    parser: str = "hermes"
+    max_turns: int = Field(MAX_TURNS.value, ge=1, description=MAX_TURNS.help)
+    max_tokens: int = Field(MAX_TOKENS.value, ge=1, description=MAX_TOKENS.help)
+    context_tokens: int = Field(CONTEXT_TOKENS.value, ge=16, description=CONTEXT_TOKENS.help)
+    parser: str = Field(PARSER.value, description=PARSER.help)
     parse_content_tool_calls: bool = True
     toolsets: list[str] = Field(default_factory=list)  # empty: the environment's own
     demonstration: str | None = None
     prefill_messages: str | None = None
     system_prompt: str | None = None
-    command_timeout: float = Field(30.0, gt=0)
+    command_timeout: float = Field(COMMAND_TIMEOUT.value, gt=0, description=COMMAND_TIMEOUT.help)
     max_attempts: int = Field(3, ge=1)
 
 

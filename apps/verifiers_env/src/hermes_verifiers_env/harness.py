@@ -11,6 +11,7 @@ import hashlib
 from typing import Any
 
 from hermes_rollouts import (
+    TEMPERATURE,
     AgentBudgets,
     EnvironmentSpec,
     ModelSpec,
@@ -28,9 +29,6 @@ from hermes_rollouts import (
 
 from hermes_verifiers_env.config import HermesHarnessConfig
 from hermes_verifiers_env.verifiers_import import vf
-
-#: what a rollout records when verifiers' sampling config sets no temperature
-DEFAULT_TEMPERATURE = 0.7
 
 
 def pool_name(prefix: str, trace_id: str) -> str:
@@ -79,7 +77,7 @@ def rollout_spec(
             max_attempts=config.max_attempts,
         ),
         sampling=SamplingSpec(
-            temperature=DEFAULT_TEMPERATURE if temperature is None else temperature
+            temperature=TEMPERATURE.value if temperature is None else temperature
         ),
         parser=config.parser,
     )
