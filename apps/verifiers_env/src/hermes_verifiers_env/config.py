@@ -16,7 +16,7 @@ from hermes_rollouts import (
     SEED,
     BackendKind,
 )
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hermes_verifiers_env.verifiers_import import vf
 
@@ -51,6 +51,15 @@ class HermesHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
     system_prompt: str | None = None
     command_timeout: float = Field(COMMAND_TIMEOUT.value, gt=0, description=COMMAND_TIMEOUT.help)
     max_attempts: int = Field(3, ge=1)
+
+    @field_validator("toolsets", mode="before")
+    @classmethod
+    def split_toolsets(cls, value: object) -> object:
+        """verifiers' CLI hands a harness option over as the one string after its flag (it
+        types only the taskset's options): ``--env.agent.harness.toolsets terminal,file``."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
 
 class HermesTaskData(vf.TaskData):  # type: ignore[misc]
