@@ -93,16 +93,21 @@ def traces(path: Path) -> list[dict[str, Any]]:
 
 
 def commands(trace: dict[str, Any]) -> list[str]:
-    """The terminal commands the model called, in order (parsed as our harness parsed them)."""
+    """The terminal commands the model called, in order: the server's tool calls, else those
+    our harness parsed from the content (``parse_content_tool_calls``)."""
     parser = hermes_parsers.get_parser("hermes")
     found: list[str] = []
     for node in trace["nodes"]:
         message = node["message"]
         if message["role"] != "assistant" or not node["sampled"]:
             continue
-        for call in parser.parse(message.get("content") or "").tool_calls:
-            if call.name == "terminal":
-                found.append(str((call.arguments or {}).get("command", "")))
+        calls = [(c["name"], json.loads(c["arguments"])) for c in message.get("tool_calls") or []]
+        if not calls:
+            parsed = parser.parse(message.get("content") or "").tool_calls
+            calls = [(c.name, c.arguments or {}) for c in parsed]
+        found += [
+            str(arguments.get("command", "")) for name, arguments in calls if name == "terminal"
+        ]
     return found
 
 
@@ -132,9 +137,9 @@ def doc_command(url: str, out: Path) -> list[str]:
 
 
 def test_the_docs_vf_eval_rewards_are_our_verifiers(
-    llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+    tools_llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
 ) -> None:
-    command = vf_eval(tmp_path, user_tmp, doc_command(llama_server.url, tmp_path / "out"))
+    command = vf_eval(tmp_path, user_tmp, doc_command(tools_llama_server.url, tmp_path / "out"))
     results = tmp_path / "out" / "write_word" / "traces.jsonl"
     assert command.wait(timeout=900) == 0, command.output[-4000:]
     assert command.leftovers() == []
@@ -155,7 +160,7 @@ def test_the_docs_vf_eval_rewards_are_our_verifiers(
 
 
 def test_vf_eval_runs_the_example_plugin_from_a_file(
-    llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+    tools_llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
 ) -> None:
     args = [
         "hermes-verifiers-env", "-n", "1", "-r", "2",
@@ -163,7 +168,7 @@ def test_vf_eval_runs_the_example_plugin_from_a_file(
         *("--env.agent.harness.demonstration", "terminal"),
         *("--env.agent.harness.toolsets", "terminal"),
         *("--env.agent.harness.max-turns", "1", "--env.agent.harness.max-tokens", "48"),
-        *common(llama_server, tmp_path / "out"),
+        *common(tools_llama_server, tmp_path / "out"),
     ]  # fmt: skip
     command = vf_eval(tmp_path, user_tmp, args)
     results = tmp_path / "out" / "run" / "traces.jsonl"
@@ -178,7 +183,7 @@ def test_vf_eval_runs_the_example_plugin_from_a_file(
 
 
 def test_infrastructure_failure_is_an_errored_rollout_not_a_zero(
-    llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+    tools_llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
 ) -> None:
     broken = tmp_path / "broken_env.py"
     broken.write_text(BROKEN_ENV)
@@ -186,7 +191,7 @@ def test_infrastructure_failure_is_an_errored_rollout_not_a_zero(
         "hermes-verifiers-env", "-n", "1", "-r", "1",
         *("--env.taskset.environment", f"{broken}:BrokenSetup"),
         *("--env.agent.harness.max-attempts", "2"),
-        *common(llama_server, tmp_path / "out"),
+        *common(tools_llama_server, tmp_path / "out"),
     ]  # fmt: skip
     command = vf_eval(tmp_path, user_tmp, args)
     results = tmp_path / "out" / "run" / "traces.jsonl"
