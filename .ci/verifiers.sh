@@ -3,8 +3,9 @@
 #   ~/.cache/hermes-rl/verifiers-0.4.0/venv   Python 3.11, exactly .ci/verifiers-requirements.txt
 # verifiers pins openai<3 while the workspace locks openai 3, so it lives in a venv of its own;
 # apps/verifiers_env/vf_eval.py runs vf-eval there with the workspace's packages behind
-# verifiers' own. Idempotent: a marker written last (the hash of the requirements and this script) makes a second run
-# skip. About 20 s once (pure wheels, uv-cached; their bytecode compiled).
+# verifiers' own. Idempotent: a marker written last (the hash of the requirements and of this
+# script) makes a second run skip. About 20 s once (pure wheels, uv-cached), plus compiling their
+# bytecode (30-70 s once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -18,7 +18,16 @@ import hermes_parsers
 import pytest
 from hermes_envs import RolloutRunner, RunnerConfig, ScriptAgent
 from hermes_protocols import Item
-from hermes_rollouts import EnvironmentSpec, build_environment
+from hermes_rollouts import (
+    COMMAND_TIMEOUT,
+    MAX_TOKENS,
+    MAX_TURNS,
+    PARSER,
+    SANDBOX,
+    SEED,
+    EnvironmentSpec,
+    build_environment,
+)
 from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.factory import SandboxSpec, build_backend, build_toolsets
 
@@ -202,3 +211,10 @@ def test_infrastructure_failure_is_an_errored_rollout_not_a_zero(
     assert "hermes_reward" not in trace["rewards"]
     assert any("the host went away" in e["message"] for e in trace["errors"]), trace["errors"]
     assert trace["errors"][-1]["type"] == "SandboxError"
+    # the options it left alone took the shared defaults (hermes_rollouts.option_defaults)
+    resolved = json.loads((tmp_path / "out/run/configs/resolved/eval.json").read_text())
+    harness, taskset = resolved["env"]["agent"]["harness"], resolved["env"]["taskset"]
+    assert (harness["sandbox"], harness["parser"]) == (SANDBOX.value, PARSER.value)
+    assert (harness["max_turns"], harness["max_tokens"]) == (MAX_TURNS.value, MAX_TOKENS.value)
+    assert harness["command_timeout"] == COMMAND_TIMEOUT.value
+    assert taskset["seed"] == SEED.value
