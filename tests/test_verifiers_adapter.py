@@ -136,9 +136,20 @@ async def replayed_reward(
     return rollout.score.reward
 
 
+def doc_blocks() -> list[str]:
+    """docs/verifiers.md's bash blocks: the server's, then the vf-eval run's."""
+    return re.findall(r"```bash\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def doc_server(server: Any) -> list[str]:
+    """The llama-server line docs/verifiers.md shows for ``server``: its GGUF, its flags."""
+    flags = [str(Path(f).relative_to(ROOT)) if f.startswith(str(ROOT)) else f for f in server.flags]
+    return ["llama-server", "-m", server.gguf.name, "--port", "8080", *flags]
+
+
 def doc_command(url: str, out: Path) -> list[str]:
     """docs/verifiers.md's vf-eval line, its server and output directory replaced."""
-    block = re.findall(r"```bash\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)[0]
+    block = doc_blocks()[1]
     line = block.splitlines()[1]
     assert line.startswith("~/.cache/hermes-rl/verifiers-0.4.0/venv/bin/python "), line
     line = line.replace("http://127.0.0.1:8080", url).replace("~/runs/vf", str(out))
@@ -148,6 +159,8 @@ def doc_command(url: str, out: Path) -> list[str]:
 def test_the_docs_vf_eval_rewards_are_our_verifiers(
     tools_llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
 ) -> None:
+    (server_line,) = doc_blocks()[0].splitlines()
+    assert shlex.split(server_line) == doc_server(tools_llama_server)
     command = vf_eval(tmp_path, user_tmp, doc_command(tools_llama_server.url, tmp_path / "out"))
     results = tmp_path / "out" / "write_word" / "traces.jsonl"
     assert command.wait(timeout=900) == 0, command.output[-4000:]
