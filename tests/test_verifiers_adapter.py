@@ -1,8 +1,8 @@
 """The verifiers adapter (apps/verifiers_env) for real: ``vf-eval`` of our environments in
-verifiers' own venv (``.ci/verifiers.sh``) against a real llama-server, rollouts in bwrap
-slots. The rewards in verifiers' results are our verifier's (each rollout's commands, replayed
-on a fresh slot of the same item, score the same), an infrastructure failure is an errored
-rollout (never a 0.0 reward), and no slot is left behind."""
+verifiers' own venv (``.ci/verifiers.sh``) against a real llama-server whose chat template
+renders tools, rollouts in bwrap slots. The rewards in verifiers' results are our verifier's
+(each rollout's commands, replayed on a fresh slot of the same item, score the same), an
+infrastructure failure is an errored rollout (never a 0.0 reward), and no slot is left behind."""
 
 from __future__ import annotations
 
