@@ -49,7 +49,7 @@ settings.register_profile("thorough", deadline=None, max_examples=5000)
 #: a test that takes longer than this (its call, on an idle machine) belongs to the slow tier
 SLOW_S = 3.0
 #: session fixtures that start a real server: their tests are slow and share one worker each
-SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server"})
+SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server", "tools_llama_server"})
 #: session fixtures that start a live cluster: their tests are slow and ``heavy``, and in the
 #: ``heavy`` group only (never beside the memory-hungry tests, and the cluster starts once, on
 #: the heavy tests' worker); a test reaching one through ``request.getfixturevalue`` says so

@@ -17,10 +17,13 @@ PACKAGES = [
     "apps/atropos_env/src",
     "apps/batch_runner/src",
     "apps/trainer/src",
+    "apps/verifiers_env/src",
     "packages/hermes-report/src",
     "examples/sales_report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
+#: the apps outside the default sync, for import-linter
+LINT_PATH = "apps/trainer/src:apps/verifiers_env/src"
 #: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
 TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer")
 #: Ray, hermes-sandbox's optional ``ray`` extra (the ``ray`` sandbox backend and its live-cluster
@@ -39,8 +42,9 @@ def lint(session: nox.Session) -> None:
     """ruff lint + format check, and the package dependency rule (import-linter)."""
     session.run(*RUN, "ruff", "check", ".")
     session.run(*RUN, "ruff", "format", "--check", ".")
-    # the trainer is not in the default sync; import-linter only reads its source
-    session.run(*RUN, "lint-imports", "--no-cache", env={"PYTHONPATH": "apps/trainer/src"})
+    # the trainer and the verifiers adapter are not in the default sync; import-linter only
+    # reads their sources
+    session.run(*RUN, "lint-imports", "--no-cache", env={"PYTHONPATH": LINT_PATH})
 
 
 @nox.session

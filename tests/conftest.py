@@ -25,6 +25,8 @@ DEFAULT_FLAGS = ("--jinja", "-np", "4", "-c", "8192")
 #: a recompute reproduces the generation (and the embedded sampler) at agent prompt lengths
 EXACT_FLAGS = ("--jinja", *EXACT_LLAMA_SERVER_FLAGS, "-c", "4096")
 START_TIMEOUT_S = 120.0
+#: ChatML with the tools in the Hermes format, as our token mode's fallback renders them
+TOOLS_TEMPLATE = Path(__file__).resolve().parent.parent / "apps/verifiers_env/chatml-tools.jinja"
 
 
 def llama_server_binary() -> Path:
@@ -98,6 +100,15 @@ def _start(flags: tuple[str, ...], tmp: Path) -> Iterator[LlamaServer]:
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """llama-server with SmolLM2-135M-Instruct, ``--jinja -np 4`` (the default flags)."""
     yield from _start(DEFAULT_FLAGS, tmp_path_factory.mktemp("llama-server"))
+
+
+@pytest.fixture(scope="session")
+def tools_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """llama-server with the default flags and a chat template that renders tools
+    (apps/verifiers_env/chatml-tools.jinja: SmolLM2's own drops them), for a client that sends
+    OpenAI chat with ``tools`` (the verifiers adapter)."""
+    flags = (*DEFAULT_FLAGS, "--chat-template-file", str(TOOLS_TEMPLATE))
+    yield from _start(flags, tmp_path_factory.mktemp("llama-server-tools"))
 
 
 @pytest.fixture(scope="session")

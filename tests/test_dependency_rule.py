@@ -26,6 +26,7 @@ SOURCES = {
     "hermes_atropos_env": "apps/atropos_env/src/hermes_atropos_env",
     "hermes_batch_runner": "apps/batch_runner/src/hermes_batch_runner",
     "hermes_trainer": "apps/trainer/src/hermes_trainer",
+    "hermes_verifiers_env": "apps/verifiers_env/src/hermes_verifiers_env",
 }
 
 
@@ -71,6 +72,8 @@ def test_real_tree_keeps_the_rule(tmp_path: Path) -> None:
         ("hermes_atropos_env", "hermes_sandbox"),
         ("hermes_trainer", "hermes_envs"),
         ("hermes_trainer", "hermes_atropos_env"),
+        ("hermes_verifiers_env", "hermes_sandbox"),
+        ("hermes_verifiers_env", "hermes_trainer"),
         ("hermes_rollouts", "hermes_batch_runner"),
     ],
 )

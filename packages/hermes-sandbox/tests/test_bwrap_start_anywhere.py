@@ -15,6 +15,8 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -28,7 +30,11 @@ from hermes_sandbox import (
     PoolConfig,
     SandboxPool,
 )
-from hermes_sandbox.backends._root_dir import default_root_dir, first_untraversable
+from hermes_sandbox.backends._root_dir import (
+    default_root_dir,
+    first_untraversable,
+    reachable_copy,
+)
 from hermes_sandbox.backends.bwrap_command import bwrap_binary
 
 pytestmark = pytest.mark.anyio
@@ -93,6 +99,25 @@ async def test_bwrap_that_cannot_start_fails_the_pool_start_in_one_line(
         async with SandboxPool(BwrapBackend(config), PoolConfig(name="missing")):
             pass
     shutil.rmtree(sandbox_root / "hosts")
+
+
+def test_pools_of_one_process_copy_one_binary_at_once(tmp_path: Path) -> None:
+    """Two pools of one process (two verifiers rollouts) copied hermes-exec into the same root
+    from threads of their own: one renamed the other's pid-named partial away."""
+    source = tmp_path / "hermes-exec"
+    source.write_bytes(os.urandom(8 << 20))
+    target_dir = tmp_path / "root" / ".bin"
+    start = threading.Barrier(8)
+
+    def copy() -> str:
+        start.wait(timeout=30)
+        return reachable_copy(str(source), str(target_dir))
+
+    with ThreadPoolExecutor(8) as threads:
+        copies = set(threads.map(lambda _: copy(), range(8)))
+    (copied,) = copies
+    assert Path(copied).read_bytes() == source.read_bytes()
+    assert os.listdir(target_dir) == [os.path.basename(copied)]
 
 
 def test_default_root_is_per_user() -> None:

@@ -79,6 +79,12 @@ from hermes_rollouts.signal_policy import (
     interrupted_exit_code,
     watch_signals,
 )
+from hermes_rollouts.single_rollout import (
+    RolloutOutcome,
+    item_from_json,
+    item_json,
+    run_single_rollout,
+)
 from hermes_rollouts.spec import (
     AgentBudgets,
     EnvironmentSpec,
@@ -144,6 +150,7 @@ __all__ = [
     "PoolSpec",
     "PreflightError",
     "RecordError",
+    "RolloutOutcome",
     "RolloutSession",
     "RolloutSpec",
     "SamplingSpec",
@@ -170,6 +177,8 @@ __all__ = [
     "get_parser",
     "hf_tokenizer_dir",
     "interrupted_exit_code",
+    "item_from_json",
+    "item_json",
     "json_object_option",
     "load_dataset",
     "model_view",
@@ -184,6 +193,7 @@ __all__ = [
     "rollout_id",
     "rollout_record",
     "root_error",
+    "run_single_rollout",
     "spec_problems",
     "system_prompt",
     "tool_stats",

@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+import uuid
 
 from hermes_protocols import IsolationUnavailable, SandboxError
 
@@ -50,7 +51,7 @@ def register_root(root: str) -> None:
     os.makedirs(registry, mode=0o700, exist_ok=True)
     entry = os.path.join(registry, hashlib.sha256(real.encode()).hexdigest()[:16])
     if not os.path.isfile(entry):
-        partial = f"{entry}.{os.getpid()}.partial"
+        partial = _partial(entry)
         with open(partial, "w", encoding="utf-8") as f:
             f.write(real)
         os.replace(partial, entry)
@@ -159,9 +160,15 @@ def _digest(path: str) -> str:
     return sha.hexdigest()[:16]
 
 
+def _partial(target: str) -> str:
+    """A scratch name for writing ``target`` atomically, of this call alone (pools of one
+    process write the same target from threads of their own)."""
+    return f"{target}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
+
+
 def _copy_readable(source: str, target: str) -> None:
     os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-    partial = f"{target}.{os.getpid()}.partial"
+    partial = _partial(target)
     shutil.copyfile(source, partial)
     os.chmod(partial, 0o755)
     os.replace(partial, target)
