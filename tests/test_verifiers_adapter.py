@@ -101,6 +101,17 @@ def traces(path: Path) -> list[dict[str, Any]]:
     return [trace for line in lines if line.strip() for trace in json.loads(line)["traces"]]
 
 
+def arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A server tool call's arguments; none for arguments that are not a JSON object (the
+    loop answers such a call with an invalid-arguments error and runs nothing, e.g. a call cut
+    off by the turn's token budget)."""
+    try:
+        decoded = json.loads(call["arguments"])
+    except json.JSONDecodeError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
 def commands(trace: dict[str, Any]) -> list[str]:
     """The terminal commands the model called, in order: the server's tool calls, else those
     our harness parsed from the content (``parse_content_tool_calls``)."""
@@ -110,12 +121,12 @@ def commands(trace: dict[str, Any]) -> list[str]:
         message = node["message"]
         if message["role"] != "assistant" or not node["sampled"]:
             continue
-        calls = [(c["name"], json.loads(c["arguments"])) for c in message.get("tool_calls") or []]
+        calls = [(c["name"], arguments(c)) for c in message.get("tool_calls") or []]
         if not calls:
             parsed = parser.parse(message.get("content") or "").tool_calls
             calls = [(c.name, c.arguments or {}) for c in parsed]
         found += [
-            str(arguments.get("command", "")) for name, arguments in calls if name == "terminal"
+            str(args["command"]) for name, args in calls if name == "terminal" and "command" in args
         ]
     return found
 
