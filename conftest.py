@@ -10,9 +10,10 @@ the Tinker engine's JIT compilation, a hundred docker or gVisor sandboxes) never
 on a 2-core, 24 GB machine; a test of a live cluster (``CLUSTER_FIXTURES``, by argument or
 by a ``live_cluster`` mark) is ``heavy`` and in no other group, so a parallel session starts
 the cluster once, and the fixture fails if a second worker of the run starts one anyway; a
-test marked ``breaks_cluster`` (it kills a node) runs after all others; and
-workers get the slow tests first, so no long test starts last. Every run ends by naming the
-unmarked tests that took longer than ``SLOW_S``.
+cluster's tests run one after the other (those marked ``breaks_cluster``, which kill a node,
+last), and the cluster stops as soon as the last of them ends, not at the end of the session;
+and workers get the slow tests first, so no long test starts last. Every run ends by naming
+the unmarked tests that took longer than ``SLOW_S``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -56,11 +57,21 @@ SLOW_FIXTURES = frozenset({"llama_server", "exact_llama_server", "tools_llama_se
 #: with ``@pytest.mark.live_cluster(name)``
 CLUSTER_FIXTURES = frozenset({"ray_cluster"})
 HEAVY_GROUP = "heavy"
+T = TypeVar("T")
 
 
 def _live_clusters(item: pytest.Item) -> set[str]:
     named = set(CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())))
     return named | {str(mark.args[0]) for mark in item.iter_markers("live_cluster")}
+
+
+def _cluster_order(item: pytest.Item) -> tuple[str, bool]:
+    """Sort key keeping each cluster's tests together, after the tests of no cluster (a stable
+    sort keeps the order within each), with the ones that break it last (a test that breaks a
+    cluster names it: ``live_cluster`` or its fixture)."""
+    return ",".join(sorted(_live_clusters(item))), item.get_closest_marker(
+        "breaks_cluster"
+    ) is not None
 
 
 def _groups(item: pytest.Item) -> set[str]:
@@ -94,7 +105,7 @@ def pytest_collection_modifyitems(
             item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))  # a shared server's group wins
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: hand out the long tests first,
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # short ones last
-    items.sort(key=lambda item: item.get_closest_marker("breaks_cluster") is not None)
+    items.sort(key=_cluster_order)
     yield
     if config.getoption("loadgroup", default=False):  # pytest-xdist workers of --dist loadgroup
         for item in items:
@@ -188,11 +199,57 @@ def _only_one_per_run(config: pytest.Config, name: str) -> Iterator[None]:
             lock.unlink(missing_ok=True)
 
 
+#: the live clusters this process started, by fixture name: the stack that stops each, or
+#: ``None`` once stopped
+_HELD = pytest.StashKey[dict[str, contextlib.ExitStack | None]]()
+
+
+def _held(config: pytest.Config) -> dict[str, contextlib.ExitStack | None]:
+    return config.stash.setdefault(_HELD, {})
+
+
+@contextlib.contextmanager
+def _hold_cluster(
+    config: pytest.Config, name: str, cluster: contextlib.AbstractContextManager[T]
+) -> Iterator[T]:
+    """Start ``cluster`` (the session fixture ``name``'s), once per run, and let its last test
+    stop it."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_only_one_per_run(config, name))
+        value = stack.enter_context(cluster)
+        _held(config)[name] = stack
+        yield value
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """Stop a live cluster once the last of its tests has run (they run one after the other,
+    see ``_cluster_order``), rather than keep its daemons busy until the session ends."""
+    result = yield
+    following = _live_clusters(nextitem) if nextitem is not None else set()
+    live = _held(item.config)
+    for name in _live_clusters(item) - following:
+        stack = live.get(name)
+        if stack is not None:
+            live[name] = None
+            stack.close()
+    return result
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    live = _held(item.config)
+    for name in _live_clusters(item):
+        if name in live and live[name] is None:
+            pytest.fail(f"{name} was stopped after its last test, yet {item.nodeid} needs it")
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A live two-node Ray cluster on this machine (tests/ray_cluster.py), stopped at the end
-    of the session, even when tests fail; skipped when Ray is not installed; an error on a
-    second pytest-xdist worker of the run (one cluster per run)."""
+    """A live two-node Ray cluster on this machine (tests/ray_cluster.py), stopped when its
+    last test ends (or the session does), even when tests fail; skipped when Ray is not
+    installed; an error on a second pytest-xdist worker of the run (one cluster per run)."""
     pytest.importorskip(
         "ray", reason="Ray is not installed: uv sync --inexact --package hermes-sandbox --extra ray"
     )
@@ -202,5 +259,5 @@ def ray_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with _only_one_per_run(request.config, "ray_cluster"), module.ray_cluster() as cluster:
+    with _hold_cluster(request.config, "ray_cluster", module.ray_cluster()) as cluster:
         yield cluster

@@ -108,6 +108,7 @@ def test_a_test_that_breaks_the_cluster_runs_last(suite: pytest.Pytester) -> Non
         import pytest
 
         @pytest.mark.breaks_cluster
+        @pytest.mark.live_cluster("ray_cluster")
         def test_kills_a_node():
             pass
         """
@@ -116,6 +117,79 @@ def test_a_test_that_breaks_the_cluster_runs_last(suite: pytest.Pytester) -> Non
     ran = [line.split("::")[1].split()[0] for line in result.outlines if " PASSED" in line]
     assert len(ran) == 7
     assert ran[-1] == "test_kills_a_node", ran
+
+
+STOPPED_EARLY = """
+import contextlib
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def _events():
+    log = Path("events")
+    log.write_text("started\\n")
+    yield
+    log.write_text(log.read_text() + "stopped\\n")
+
+
+@pytest.fixture(scope="session")
+def a_cluster(request):
+    with _hold_cluster(request.config, "a_cluster", _events()):
+        yield
+"""
+
+CLUSTER_TESTS = """
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.live_cluster("a_cluster")
+def test_one(a_cluster):
+    pass
+
+
+@pytest.mark.live_cluster("a_cluster")
+def test_two(a_cluster):
+    pass
+
+
+@pytest.mark.live_cluster("z_cluster")
+def test_after():
+    assert Path("events").read_text() == "started\\nstopped\\n"
+"""
+
+#: a plugin that moves the last test of a_cluster after the tests of another cluster
+INTERLEAVE = """
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    two = next(item for item in items if item.name == "test_two")
+    items.remove(two)
+    items.append(two)
+"""
+
+
+def test_a_cluster_stops_when_its_last_test_ends(suite: pytest.Pytester) -> None:
+    conftest = suite.path / "conftest.py"
+    conftest.write_text(conftest.read_text(encoding="utf-8") + STOPPED_EARLY, encoding="utf-8")
+    suite.makepyfile(test_clusters=CLUSTER_TESTS)
+    result = suite.runpytest_inprocess("-v", "test_clusters.py")
+    result.assert_outcomes(passed=3)
+    ran = [line.split("::")[1].split()[0] for line in result.outlines if " PASSED" in line]
+    assert ran == ["test_one", "test_two", "test_after"]
+
+
+def test_a_test_of_a_stopped_cluster_fails_and_says_so(suite: pytest.Pytester) -> None:
+    conftest = suite.path / "conftest.py"
+    conftest.write_text(conftest.read_text(encoding="utf-8") + STOPPED_EARLY, encoding="utf-8")
+    suite.makepyfile(test_clusters=CLUSTER_TESTS, interleave=INTERLEAVE)
+    suite.syspathinsert()
+    result = suite.runpytest_inprocess("-p", "interleave", "test_clusters.py")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*a_cluster was stopped after its last test, yet *test_two*"])
 
 
 CLUSTER = """

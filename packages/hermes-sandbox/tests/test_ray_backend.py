@@ -5,8 +5,8 @@ any node once the pool closes (checked by a Ray task pinned to each node), a los
 The conformance and isolation suites run on it too (the ``ray`` case of the conftest); they
 need one node. The node-loss test leaves the session's cluster with its head node only (a
 node started again on this machine did not register within minutes on a loaded CI machine),
-so it is marked ``breaks_cluster``: the root conftest runs it after every other test, such as
-the oracle batch of ``tests/test_envs_on_ray.py`` that needs both nodes.
+so it is marked ``breaks_cluster``: the root conftest runs it after every other test of the
+cluster, such as the oracle batch of ``tests/test_envs_on_ray.py`` that needs both nodes.
 """
 
 from __future__ import annotations
