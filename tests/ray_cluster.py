@@ -60,11 +60,34 @@ class RayCluster:
     temp_dir: Path
     python: str = sys.executable
 
-    def add_node(self) -> None:
-        """Start one more worker node (e.g. to replace a killed one)."""
+    def add_node(self) -> str:
+        """Start one more worker node; its node id."""
+        before = set(self.raylets())
         _start(
             [f"--address={self.address}", *_COMMON, f"--temp-dir={self.temp_dir}"], self.temp_dir
         )
+        [added] = set(self.raylets()) - before
+        return added
+
+    def raylets(self) -> dict[str, int]:
+        """The pid of every running raylet of this cluster, by node id."""
+        found = {}
+        for proc in self.processes():
+            with contextlib.suppress(psutil.Error):
+                cmdline = proc.cmdline()
+                if cmdline and cmdline[0].endswith("/raylet"):
+                    flag = next(a for a in cmdline if a.startswith("--node_id="))
+                    found[flag.partition("=")[2]] = int(proc.pid)
+        return found
+
+    def node_of(self, pid: int) -> str | None:
+        """The node whose raylet started process ``pid`` (a worker, an actor), if any."""
+        by_pid = {raylet: node for node, raylet in self.raylets().items()}
+        with contextlib.suppress(psutil.Error):
+            for parent in psutil.Process(pid).parents():
+                if parent.pid in by_pid:
+                    return by_pid[parent.pid]
+        return None
 
     def processes(self) -> list[psutil.Process]:
         """Every live process of this cluster: those naming its temp dir, and descendants."""
@@ -84,12 +107,10 @@ class RayCluster:
 
     def raylet_pid(self, node_id: str) -> int:
         """The pid of the raylet of node ``node_id`` (killing it loses the node)."""
-        for proc in self.processes():
-            with contextlib.suppress(psutil.Error):
-                cmdline = proc.cmdline()
-                if cmdline and cmdline[0].endswith("/raylet") and f"--node_id={node_id}" in cmdline:
-                    return int(proc.pid)
-        raise LookupError(f"no raylet of node {node_id} is running")
+        pid = self.raylets().get(node_id)
+        if pid is None:
+            raise LookupError(f"no raylet of node {node_id} is running")
+        return pid
 
     def kill_node(self, node_id: str) -> None:
         """SIGKILL the raylet of ``node_id`` and everything it started (its workers)."""
