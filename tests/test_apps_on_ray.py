@@ -141,6 +141,11 @@ def _actors() -> list[psutil.Process]:
     return found
 
 
+def actor_nodes(cluster: Any) -> set[str]:
+    """The nodes of ``cluster`` that run a sandbox host actor now."""
+    return {node for actor in _actors() if (node := cluster.node_of(actor.pid)) is not None}
+
+
 def _leftovers(hosts: list[Path]) -> list[str]:
     """Host actors, and processes or mounts under ``hosts``, anywhere on this machine."""
     prefixes = tuple(str(host) for host in hosts)
@@ -256,15 +261,14 @@ def test_the_atropos_environment_runs_its_sandboxes_on_ray(
         "--env.data_path_to_save_groups", str(out),
     ]  # fmt: skip
     proc = _start(command, log)
-    nodes: set[str | None] = set()
+    nodes: set[str] = set()
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while proc.poll() is None and time.monotonic() < deadline:
-        nodes |= {ray_cluster.node_of(actor.pid) for actor in _actors()}
+        nodes |= actor_nodes(ray_cluster)
         time.sleep(0.2)
     _finish(proc, log)
-    placed = nodes - {None}  # None: an actor that ended while it was looked at
-    assert placed, "no sandbox host actor ran on the cluster"
-    assert placed <= set(ray_cluster.raylets())
+    assert nodes, "no sandbox host actor ran on the cluster"
+    assert nodes <= set(ray_cluster.raylets())
     [group] = _records(tmp_path, out.name)
     assert len(group["tokens"]) == 2
     assert _actors() == []

@@ -45,6 +45,11 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             "--atropos-url",
         ),
         "group size 1": (["--group-size", "1", *run], "--group-size"),
+        "ray without its cluster": (["--sandbox", "ray", *run], "--ray-address"),
+        "sandbox of another source": (
+            ["--sandbox", "docker", "--trajectories", str(tmp), *run],
+            "--sandbox",
+        ),
         "adapter dir missing": (["--adapter", str(tmp / "no/dir/a.gguf"), *run], "--adapter"),
         "adapter dir read-only": (["--adapter", "/sys/adapter.gguf", *run], "--adapter"),
         "resume without output": (["--resume"], "--resume needs --output"),
@@ -83,6 +88,8 @@ CASES = (
     "resume without a run",
     "resume with other options",
     "output holds a run",
+    "ray without its cluster",
+    "sandbox of another source",
 )
 
 

@@ -21,6 +21,7 @@ from hermes_rollouts import (
     MAX_TOKENS,
     MAX_TURNS,
     ROLLOUT_TIMEOUT,
+    SANDBOX,
     SEED,
     TEMPERATURE,
     CommandParser,
@@ -34,7 +35,13 @@ from hermes_rollouts import (
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hermes_trainer.config import ENDLESS, TrainConfig, config_record, recipe_options
+from hermes_trainer.config import (
+    ENDLESS,
+    SANDBOXES,
+    TrainConfig,
+    config_record,
+    recipe_options,
+)
 from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loop import train
 from hermes_trainer.lora import LoraSpec
@@ -136,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.eval_items,
         help="held-out tasks run before and after training (group-size rollouts each)",
     )
+    add("--sandbox", choices=SANDBOXES, default=defaults.sandbox, help=SANDBOX.help)
+    add("--sandbox-image", metavar="IMAGE", help="docker: the sandboxes' image")
+    add("--ray-address", metavar="HOST:PORT", help="ray: the Ray cluster (--sandbox ray)")
+    add("--ray-python", metavar="PATH", help="ray: the nodes' Python with hermes-sandbox")
     add("--learning-rate", type=float, default=defaults.optimizer.learning_rate)
     add("--lora-rank", type=int, default=defaults.lora.rank)
     add("--lora-alpha", type=float, default=defaults.lora.alpha)
@@ -189,6 +200,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         tinker=_tinker(args),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
+        sandbox=args.sandbox,
+        sandbox_image=args.sandbox_image,
+        ray_address=args.ray_address,
+        ray_python=args.ray_python,
     )
     if args.prefill_messages is None:
         return config

@@ -15,8 +15,10 @@ from hermes_rollouts import (
     MAX_TOKENS,
     MAX_TURNS,
     ROLLOUT_TIMEOUT,
+    SANDBOX,
     SEED,
     TEMPERATURE,
+    BackendKind,
     demonstration_path,
 )
 
@@ -26,6 +28,9 @@ from hermes_trainer.lora import LoraSpec
 from hermes_trainer.tinker_api import TinkerSpec
 
 ENDLESS = "endless_terminals"
+#: the sandbox backends of the live source: those that need no credentials or servers of
+#: their own (the batch runner takes every backend)
+SANDBOXES: tuple[BackendKind, ...] = ("bwrap", "docker", "ray")
 #: a short system prompt: the model's context (and the learner's compute) goes to the task
 SYSTEM_PROMPT = "Use the terminal tool to change files."
 #: the sampling and budgets docs/training.md's measured curve used (``TrainConfig`` fields;
@@ -79,8 +84,9 @@ class TrainConfig:
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
     local learner (live source, temperature 1). The local learner writes a checkpoint every
     ``checkpoint_every`` steps; ``resume`` continues the run in ``output`` from it (the same
-    options; ``steps`` may grow). Every error is a ``ConfigError`` naming the command-line
-    option."""
+    options; ``steps`` may grow). ``sandbox`` (one of :data:`SANDBOXES`), ``sandbox_image``
+    (docker), ``ray_address`` and ``ray_python`` (ray) choose the live source's sandboxes. Every
+    error is a ``ConfigError`` naming the command-line option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -115,9 +121,13 @@ class TrainConfig:
     tinker: TinkerSpec | None = None
     checkpoint_every: int = attrs.field(default=1, validator=_positive)
     resume: bool = False
+    sandbox: BackendKind = SANDBOX.value
+    sandbox_image: str | None = None
+    ray_address: str | None = None
+    ray_python: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        live = not (self.atropos_url or self.trajectories)
+        live = self.live
         if self.atropos_url and self.trajectories:
             raise ConfigError("train from --atropos-url or from --trajectories, not both")
         if self.eval_items and not live:
@@ -141,10 +151,25 @@ class TrainConfig:
                 "--trajectories (an Atropos environment's groups and a Tinker run's state are "
                 "not replayed)"
             )
+        if self.sandbox not in SANDBOXES:
+            raise ConfigError(
+                f"--sandbox must be one of {', '.join(SANDBOXES)}, got {self.sandbox!r}"
+            )
+        if not live and (self.sandbox != SANDBOX.value or self.sandbox_image or self.ray_address):
+            raise ConfigError(
+                "--sandbox, --sandbox-image and --ray-address choose the live source's "
+                "sandboxes: with --atropos-url or --trajectories the rollouts ran elsewhere"
+            )
         if self.tinker is not None and self.temperature != 1.0:
             raise ConfigError(
                 "the Tinker API reports and scores logprobs at temperature 1: pass --temperature 1"
             )
+
+    @property
+    def live(self) -> bool:
+        """Rollouts come from the live source (sampled by this run), not from Atropos or
+        batch runner files."""
+        return not (self.atropos_url or self.trajectories)
 
     @property
     def environment_options(self) -> dict[str, Any]:
@@ -166,7 +191,10 @@ class TrainConfig:
 
 
 #: options a resumed run may change (they do not change what a step computes)
-RESUMABLE = frozenset({"steps", "threads", "checkpoint_every", "resume"})
+RESUMABLE = frozenset(
+    {"steps", "threads", "checkpoint_every", "resume"}
+    | {"sandbox", "sandbox_image", "ray_address", "ray_python"}
+)
 
 
 def _json_value(_instance: object, _field: object, value: object) -> object:

@@ -24,6 +24,7 @@ from hermes_rollouts import (
     RolloutSession,
     RolloutSpec,
     SamplingSpec,
+    SandboxSpec,
     ToolsetSpec,
     derive_seed,
     open_session,
@@ -44,18 +45,29 @@ OPTION_NAMES = {
     "sampling.temperature": "--temperature",
     "model.gguf_path": "--model",
     "model.threads": "--threads",
+    "sandbox.kind": "--sandbox",
+    "sandbox.image": "--sandbox-image",
+    "sandbox.ray_address": "--ray-address",
 }
 
 
 def rollout_spec(config: TrainConfig) -> RolloutSpec:
     """The sampling side of a run: the embedded model (one KV sequence, as measured in
-    docs/training.md), terminal tool only, the run's environment, budgets and temperature."""
+    docs/training.md), the run's sandboxes (one host of a group's slots), terminal tool only,
+    the run's environment, budgets and temperature."""
     return RolloutSpec(
         model=ModelSpec(
             gguf_path=config.model,
             context_tokens=config.context_tokens,
             concurrency=1,
             threads=config.threads,
+        ),
+        sandbox=SandboxSpec(
+            kind=config.sandbox,
+            image=config.sandbox_image,
+            ray_address=config.ray_address,
+            ray_python=config.ray_python,
+            rollout_timeout_s=config.rollout_timeout_s,
         ),
         pool=PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
         environment=EnvironmentSpec(

@@ -204,8 +204,7 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
     """Start the learner (the base weights in a local LoRA learner, or a Tinker training
     client) and the source; closed on exit. The live source's environment is resolved first,
     so a wrong ``--env`` fails before any weights load."""
-    live = not (config.atropos_url or config.trajectories)
-    environment = live_environment(config) if live else None
+    environment = live_environment(config) if config.live else None
     await anyio.Path(config.output).mkdir(parents=True, exist_ok=True)
     if config.tinker is not None:
         async with open_tinker(config.tinker, rank=config.lora.rank, seed=config.seed) as run:

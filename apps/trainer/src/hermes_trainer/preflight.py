@@ -12,6 +12,7 @@ import httpx
 from hermes_protocols import ConfigError
 
 from hermes_trainer.config import TrainConfig, resume_differences
+from hermes_trainer.live import live_environment
 from hermes_trainer.trajectories import check_readable
 
 #: seconds to wait for a source's server to listen and to answer
@@ -19,9 +20,11 @@ CONNECT_TIMEOUT_S = 10.0
 
 
 def check_run(config: TrainConfig) -> None:
-    """Check the sources (trajectory files readable, servers reachable) and ``--adapter``'s
-    directory, then create ``--output`` and prove it writable (nothing is created when an
-    earlier check fails)."""
+    """Check the live source's rollouts (environment, sandbox backend), the other sources
+    (trajectory files readable, servers reachable) and ``--adapter``'s directory, then create
+    ``--output`` and prove it writable (nothing is created when an earlier check fails)."""
+    if config.live:
+        live_environment(config)
     check_readable(config.trajectories)
     if config.atropos_url:
         _reachable(config.atropos_url, "--atropos-url")
