@@ -42,7 +42,7 @@ DOC = ROOT / "docs/verifiers.md"
 SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
 WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
 #: how long vf-eval may take to exit once its cleanup after a signal is done
-EXIT_S = 45
+EXIT_S = 30
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
