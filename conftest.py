@@ -69,9 +69,8 @@ def _cluster_order(item: pytest.Item) -> tuple[str, bool]:
     """Sort key keeping each cluster's tests together, after the tests of no cluster (a stable
     sort keeps the order within each), with the ones that break it last (a test that breaks a
     cluster names it: ``live_cluster`` or its fixture)."""
-    return ",".join(sorted(_live_clusters(item))), item.get_closest_marker(
-        "breaks_cluster"
-    ) is not None
+    clusters = ",".join(sorted(_live_clusters(item)))
+    return clusters, item.get_closest_marker("breaks_cluster") is not None
 
 
 def _groups(item: pytest.Item) -> set[str]:

@@ -155,10 +155,12 @@ class TrainConfig:
             raise ConfigError(
                 f"--sandbox must be one of {', '.join(SANDBOXES)}, got {self.sandbox!r}"
             )
-        if not live and (self.sandbox != SANDBOX.value or self.sandbox_image or self.ray_address):
+        chosen = self.sandbox_image or self.ray_address or self.ray_python
+        if not live and (self.sandbox != SANDBOX.value or chosen):
             raise ConfigError(
-                "--sandbox, --sandbox-image and --ray-address choose the live source's "
-                "sandboxes: with --atropos-url or --trajectories the rollouts ran elsewhere"
+                "--sandbox, --sandbox-image, --ray-address and --ray-python choose the live "
+                "source's sandboxes: with --atropos-url or --trajectories the rollouts ran "
+                "elsewhere"
             )
         if self.tinker is not None and self.temperature != 1.0:
             raise ConfigError(
