@@ -153,6 +153,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the run in --output from its checkpoint (the same options; --steps "
         "may grow)",
     )
+    add(
+        "--log-to",
+        default="",
+        metavar="tensorboard,wandb",
+        help="also log the metrics to TensorBoard (OUTPUT/tensorboard) and/or wandb (offline "
+        "into OUTPUT/wandb unless WANDB_API_KEY is set); needs the trainer's logging extra",
+    )
+    add(
+        "--wandb-project",
+        default=defaults.wandb_project,
+        help=f"the wandb run's project (default {defaults.wandb_project})",
+    )
     add("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
@@ -189,6 +201,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         tinker=_tinker(args),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
+        log_to=tuple(name for name in args.log_to.split(",") if name),
+        wandb_project=args.wandb_project,
     )
     if args.prefill_messages is None:
         return config

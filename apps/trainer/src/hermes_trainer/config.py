@@ -22,6 +22,7 @@ from hermes_rollouts import (
 
 from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec
+from hermes_trainer.loggers import check_log_to
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.tinker_api import TinkerSpec
 
@@ -79,8 +80,9 @@ class TrainConfig:
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
     local learner (live source, temperature 1). The local learner writes a checkpoint every
     ``checkpoint_every`` steps; ``resume`` continues the run in ``output`` from it (the same
-    options; ``steps`` may grow). Every error is a ``ConfigError`` naming the command-line
-    option."""
+    options; ``steps`` may grow). ``log_to`` sends the metrics to TensorBoard and/or wandb
+    too (:mod:`hermes_trainer.loggers`; ``wandb_project``: the wandb run's). Every error is a
+    ``ConfigError`` naming the command-line option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -115,9 +117,12 @@ class TrainConfig:
     tinker: TinkerSpec | None = None
     checkpoint_every: int = attrs.field(default=1, validator=_positive)
     resume: bool = False
+    log_to: tuple[str, ...] = ()
+    wandb_project: str = "hermes-rl"
 
     def __attrs_post_init__(self) -> None:
         live = not (self.atropos_url or self.trajectories)
+        check_log_to(self.log_to)
         if self.atropos_url and self.trajectories:
             raise ConfigError("train from --atropos-url or from --trajectories, not both")
         if self.eval_items and not live:
@@ -166,7 +171,7 @@ class TrainConfig:
 
 
 #: options a resumed run may change (they do not change what a step computes)
-RESUMABLE = frozenset({"steps", "threads", "checkpoint_every", "resume"})
+RESUMABLE = frozenset({"steps", "threads", "checkpoint_every", "resume", "log_to", "wandb_project"})
 
 
 def _json_value(_instance: object, _field: object, value: object) -> object:
