@@ -57,6 +57,7 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             ["--output", str(_recorded_run(tmp / "started"))],
             "--resume continues it",
         ),
+        "unknown logger": (["--log-to", "tensorboard,mlflow", *run], "--log-to"),
     }
 
 
@@ -83,6 +84,7 @@ CASES = (
     "resume without a run",
     "resume with other options",
     "output holds a run",
+    "unknown logger",
 )
 
 
