@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,14 @@ def test_an_unknown_logger_is_one_line_naming_the_option(
 ) -> None:
     with pytest.raises(ConfigError, match=f"^{message}"):
         TrainConfig(output=tmp_path, log_to=names)
+
+
+def test_a_missing_library_is_one_line_naming_the_option_and_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # how Python marks a module not importable
+    with pytest.raises(ConfigError, match=r"^--log-to wandb needs wandb: .* --extra logging$"):
+        TrainConfig(output=tmp_path, log_to=("tensorboard", "wandb"))
 
 
 def test_loggers_are_closed_when_the_run_fails_or_is_cancelled(tmp_path: Path) -> None:
