@@ -5,7 +5,8 @@ with the embedded model, pulled from an Atropos ``run-api``, or read from batch 
 trajectories), builds the batch (:mod:`hermes_trainer.grpo`), runs one learner update in a
 worker thread, writes the LoRA adapter as a GGUF (atomically) and publishes it to the source,
 so live and Atropos sampling continue from the updated weights. Metrics go to
-``metrics.jsonl`` and ``reward.png`` after every step, the local learner's checkpoint to
+``metrics.jsonl`` (and ``--log-to``'s loggers, :mod:`hermes_trainer.loggers`) and
+``reward.png`` after every step, the local learner's checkpoint to
 ``checkpoint.npz`` (:mod:`hermes_trainer.checkpoint`), from which :meth:`Trainer.resume`
 continues; with the live source, :meth:`Trainer.evaluate` runs held-out tasks with the
 current weights.
