@@ -24,8 +24,12 @@ PACKAGES = [
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the apps outside the default sync, for import-linter
 LINT_PATH = "apps/trainer/src:apps/verifiers_env/src"
-#: the trainer's own dependencies (JAX, optax, matplotlib) on top of the default environment
-TRAINER_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer")
+#: the trainer's own dependencies (JAX, optax, matplotlib; TensorBoard and wandb for --log-to) on
+#: top of the default environment
+TRAINER_DEPS = (
+    *("uv", "sync", "--frozen", "--inexact", "--package", "hermes-trainer"),
+    *("--extra", "logging"),
+)
 #: Ray, hermes-sandbox's optional ``ray`` extra (the ``ray`` sandbox backend and its live-cluster
 #: tests), on top of the default environment
 RAY_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-sandbox", "--extra", "ray")

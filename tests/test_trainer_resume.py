@@ -1,7 +1,8 @@
 """A training run killed with ``kill -9`` and continued with ``--resume`` follows the curve
 the same run makes uninterrupted: each step's rollouts, rewards and trained tokens are the
-same, the losses and the final adapter match, and nothing of the killed process stays behind
-once the resumed run ends."""
+same, the losses and the final adapter match (and ``--log-to tensorboard``'s events hold the
+same curve as ``metrics.jsonl``, the killed steps past the checkpoint purged), and nothing of
+the killed process stays behind once the resumed run ends."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import gguf
 import numpy as np
 import pytest
 
+from tests.metrics_logs import tensorboard_scalars
 from tests.user_command import UserCommand, traversable_tmp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
@@ -23,7 +25,7 @@ STEPS = 4
 #: SFT on every rollout: each step updates, so each checkpoint holds new weights
 TINY = ["--steps", str(STEPS), "--groups-per-step", "1", "--group-size", "2",
         "--max-turns", "1", "--max-tokens", "24", "--objective", "sft", "--min-reward", "0",
-        "--threads", "1", "--no-progress"]  # fmt: skip
+        "--threads", "1", "--no-progress", "--log-to", "tensorboard"]  # fmt: skip
 
 
 @pytest.fixture
@@ -65,6 +67,9 @@ def test_a_killed_run_resumes_on_the_same_curve(tmp_path: Path, sandbox_tmp: Pat
     assert command.leftovers() == []
 
     expected, resumed = _steps(whole), _steps(killed)
+    for output in (whole, killed):  # TensorBoard's curve is metrics.jsonl's, resumed or not
+        rewards = tensorboard_scalars(output / "tensorboard")["train/mean_reward"]
+        assert rewards == pytest.approx({s["step"]: s["mean_reward"] for s in _steps(output)})
     assert [s["step"] for s in resumed] == list(range(1, STEPS + 1))
     for mine, theirs in zip(resumed, expected, strict=True):
         for key in ("rollouts", "mean_reward", "trained_groups", "trainable_tokens"):

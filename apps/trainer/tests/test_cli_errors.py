@@ -62,6 +62,7 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             ["--output", str(_recorded_run(tmp / "started"))],
             "--resume continues it",
         ),
+        "unknown logger": (["--log-to", "tensorboard,mlflow", *run], "--log-to"),
     }
 
 
@@ -90,6 +91,7 @@ CASES = (
     "output holds a run",
     "ray without its cluster",
     "sandbox of another source",
+    "unknown logger",
 )
 
 

@@ -164,6 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the run in --output from its checkpoint (the same options; --steps "
         "may grow)",
     )
+    add(
+        "--log-to",
+        default="",
+        metavar="tensorboard,wandb",
+        help="also log the metrics to TensorBoard (OUTPUT/tensorboard) and/or wandb (offline "
+        "into OUTPUT/wandb unless WANDB_API_KEY is set); needs the trainer's logging extra",
+    )
+    add(
+        "--wandb-project",
+        default=defaults.wandb_project,
+        help=f"the wandb run's project (default {defaults.wandb_project})",
+    )
     add("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
@@ -204,6 +216,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         sandbox_image=args.sandbox_image,
         ray_address=args.ray_address,
         ray_python=args.ray_python,
+        log_to=tuple(name for name in args.log_to.split(",") if name),
+        wandb_project=args.wandb_project,
     )
     if args.prefill_messages is None:
         return config

@@ -24,6 +24,7 @@ from hermes_rollouts import (
 
 from hermes_trainer.grpo import Objective
 from hermes_trainer.learner import OptimizerSpec
+from hermes_trainer.loggers import check_log_to
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.tinker_api import TinkerSpec
 
@@ -85,8 +86,10 @@ class TrainConfig:
     local learner (live source, temperature 1). The local learner writes a checkpoint every
     ``checkpoint_every`` steps; ``resume`` continues the run in ``output`` from it (the same
     options; ``steps`` may grow). ``sandbox`` (one of :data:`SANDBOXES`), ``sandbox_image``
-    (docker), ``ray_address`` and ``ray_python`` (ray) choose the live source's sandboxes. Every
-    error is a ``ConfigError`` naming the command-line option."""
+    (docker), ``ray_address`` and ``ray_python`` (ray) choose the live source's sandboxes.
+    ``log_to`` sends the metrics to TensorBoard and/or wandb too (:mod:`hermes_trainer.loggers`;
+    ``wandb_project``: the wandb run's). Every error is a ``ConfigError`` naming the
+    command-line option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -125,9 +128,12 @@ class TrainConfig:
     sandbox_image: str | None = None
     ray_address: str | None = None
     ray_python: str | None = None
+    log_to: tuple[str, ...] = ()
+    wandb_project: str = "hermes-rl"
 
     def __attrs_post_init__(self) -> None:
         live = self.live
+        check_log_to(self.log_to)
         if self.atropos_url and self.trajectories:
             raise ConfigError("train from --atropos-url or from --trajectories, not both")
         if self.eval_items and not live:
@@ -194,7 +200,7 @@ class TrainConfig:
 
 #: options a resumed run may change (they do not change what a step computes)
 RESUMABLE = frozenset(
-    {"steps", "threads", "checkpoint_every", "resume"}
+    {"steps", "threads", "checkpoint_every", "resume", "log_to", "wandb_project"}
     | {"sandbox", "sandbox_image", "ray_address", "ray_python"}
 )
 

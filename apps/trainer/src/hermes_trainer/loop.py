@@ -5,7 +5,8 @@ with the embedded model, pulled from an Atropos ``run-api``, or read from batch 
 trajectories), builds the batch (:mod:`hermes_trainer.grpo`), runs one learner update in a
 worker thread, writes the LoRA adapter as a GGUF (atomically) and publishes it to the source,
 so live and Atropos sampling continue from the updated weights. Metrics go to
-``metrics.jsonl`` and ``reward.png`` after every step, the local learner's checkpoint to
+``metrics.jsonl`` (and ``--log-to``'s loggers, :mod:`hermes_trainer.loggers`) and
+``reward.png`` after every step, the local learner's checkpoint to
 ``checkpoint.npz`` (:mod:`hermes_trainer.checkpoint`), from which :meth:`Trainer.resume`
 continues; with the live source, :meth:`Trainer.evaluate` runs held-out tasks with the
 current weights.
@@ -13,7 +14,7 @@ current weights.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -25,11 +26,12 @@ from hermes_rollouts import Interruption, reference_slug, resolve_model_path
 
 from hermes_trainer.atropos_feed import open_atropos_feed
 from hermes_trainer.checkpoint import read_checkpoint, write_checkpoint
-from hermes_trainer.config import ENDLESS, TrainConfig
+from hermes_trainer.config import ENDLESS, TrainConfig, config_record
 from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.live import LiveSource, live_environment, open_live
+from hermes_trainer.loggers import MetricsLogger, open_loggers
 from hermes_trainer.metrics import (
     Evaluation,
     StepMetrics,
@@ -98,6 +100,8 @@ class Trainer:
         self.last_batch: Batch | None = None
         #: the held-out evaluations so far (drawn on ``reward.png``)
         self.evaluations: list[Evaluation] = []
+        #: where each line of ``metrics.jsonl`` and ``eval.jsonl`` also goes (``--log-to``)
+        self.loggers: Sequence[MetricsLogger] = ()
 
     async def step(self, step: int) -> StepMetrics | None:
         """Collect this step's groups, update, write and publish the adapter, record metrics;
@@ -119,7 +123,7 @@ class Trainer:
         metrics = _metrics(step, collected, batch, stats, anyio.current_time() - started, weights)
         self.history.append(metrics)
         self.last_batch = batch
-        await anyio.to_thread.run_sync(append_jsonl, self.metrics_path, metrics)
+        await self._append(self.metrics_path, metrics)
         if isinstance(self.learner, LocalLearner) and step % config.checkpoint_every == 0:
             state = await anyio.to_thread.run_sync(self.learner.learner.state)
             await anyio.to_thread.run_sync(write_checkpoint, self.output, step, state)
@@ -149,6 +153,12 @@ class Trainer:
         await self._plot()
         return step
 
+    async def _append(self, path: Path, record: StepMetrics | Evaluation) -> None:
+        """One line to ``path``, and the same record to each of :attr:`loggers`."""
+        await anyio.to_thread.run_sync(append_jsonl, path, record)
+        for logger in self.loggers:
+            await anyio.to_thread.run_sync(logger.log, record)
+
     async def _plot(self) -> None:
         await anyio.to_thread.run_sync(
             plot, self.output / "reward.png", self.history, _title(self.config), self.evaluations
@@ -170,7 +180,7 @@ class Trainer:
             failed_rollouts=len(results) - len(rewards),
             mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
         )
-        await anyio.to_thread.run_sync(append_jsonl, self.eval_path, evaluation)
+        await self._append(self.eval_path, evaluation)
         self.evaluations.append(evaluation)
         await self._plot()
         return evaluation
@@ -249,25 +259,33 @@ async def train(
             with anyio.CancelScope() as work:
                 tg.start_soon(_cancel_when_set, stop.cancel, work)
                 start = await trainer.resume() if config.resume else 0
-                if config.eval_items and not trainer.evaluations:
-                    before = await trainer.evaluate("base", on_eval_progress)
-                    if on_eval is not None:
-                        on_eval(before)
-                for step in range(start + 1, config.steps + 1):
-                    if stop.drain.is_set():
-                        break
-                    metrics = await trainer.step(step)
-                    if metrics is None:
-                        break
-                    if on_step is not None:
-                        on_step(metrics)
-                evaluated = bool(trainer.evaluations) and (
-                    trainer.evaluations[-1].after_step == len(trainer.history)
-                )  # a resumed run that had finished
-                if config.eval_items and not stop.drain.is_set() and not evaluated:
-                    after = await trainer.evaluate("trained", on_eval_progress)
-                    if on_eval is not None:
-                        on_eval(after)
+                async with open_loggers(
+                    config.log_to,
+                    trainer.output,
+                    start=start if config.resume else None,
+                    project=config.wandb_project,
+                    config=config_record(config),
+                ) as loggers:
+                    trainer.loggers = loggers
+                    if config.eval_items and not trainer.evaluations:
+                        before = await trainer.evaluate("base", on_eval_progress)
+                        if on_eval is not None:
+                            on_eval(before)
+                    for step in range(start + 1, config.steps + 1):
+                        if stop.drain.is_set():
+                            break
+                        metrics = await trainer.step(step)
+                        if metrics is None:
+                            break
+                        if on_step is not None:
+                            on_step(metrics)
+                    evaluated = bool(trainer.evaluations) and (
+                        trainer.evaluations[-1].after_step == len(trainer.history)
+                    )  # a resumed run that had finished
+                    if config.eval_items and not stop.drain.is_set() and not evaluated:
+                        after = await trainer.evaluate("trained", on_eval_progress)
+                        if on_eval is not None:
+                            on_eval(after)
             tg.cancel_scope.cancel()
         return trainer.history
 
