@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 pytest.importorskip("tensorboardX")
@@ -123,7 +124,10 @@ def test_tensorboard_and_wandb_hold_what_the_json_lines_hold(
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     output = tmp_path / "run-a"
     output.mkdir()
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
     _write(output, RECORDS, ("tensorboard", "wandb"))
+    after = psutil.Process().children(recursive=True)
+    assert [c.name() for c in after if c.pid not in before] == [], "wandb's service outlived it"
 
     expected = _expected(output)
     assert "train/loss" in expected

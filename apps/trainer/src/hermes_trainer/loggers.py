@@ -113,7 +113,12 @@ class WandbLogger:
         self.run.log(values, step=step)
 
     def close(self) -> None:
+        """End the run, then stop wandb's service process (``wandb-core``, a child of this
+        process that outlives ``finish`` and would outlive the trainer in a longer process)."""
+        import wandb
+
         self.run.finish()
+        wandb.teardown()
 
 
 def _open(
