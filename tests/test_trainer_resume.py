@@ -1,8 +1,9 @@
 """A training run killed with ``kill -9`` and continued with ``--resume`` follows the curve
 the same run makes uninterrupted: each step's rollouts, rewards and trained tokens are the
-same, the losses and the final adapter match (and ``--log-to tensorboard``'s events hold the
-same curve as ``metrics.jsonl``, the killed steps past the checkpoint purged), and nothing of
-the killed process stays behind once the resumed run ends."""
+same, the losses, the held-out evaluations (``--eval-every``) and the final adapter match
+(and ``--log-to tensorboard``'s events hold the same curve as ``metrics.jsonl``, the killed
+steps past the checkpoint purged), and nothing of the killed process stays behind once the
+resumed run ends."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ STEPS = 4
 #: SFT on every rollout: each step updates, so each checkpoint holds new weights
 TINY = ["--steps", str(STEPS), "--groups-per-step", "1", "--group-size", "2",
         "--max-turns", "1", "--max-tokens", "24", "--objective", "sft", "--min-reward", "0",
-        "--threads", "1", "--no-progress", "--log-to", "tensorboard"]  # fmt: skip
+        "--threads", "1", "--no-progress", "--log-to", "tensorboard",
+        "--eval-items", "1", "--eval-every", "2"]  # fmt: skip
 
 
 @pytest.fixture
@@ -41,6 +43,10 @@ def _run(tmp_path: Path, sandbox_tmp: Path, name: str, args: list[str]) -> UserC
 
 def _steps(output: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+
+
+def _evaluations(output: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (output / "eval.jsonl").read_text().splitlines()]
 
 
 def _adapter(path: Path) -> dict[str, np.ndarray]:
@@ -75,6 +81,13 @@ def test_a_killed_run_resumes_on_the_same_curve(tmp_path: Path, sandbox_tmp: Pat
         for key in ("rollouts", "mean_reward", "trained_groups", "trainable_tokens"):
             assert mine[key] == theirs[key], (mine["step"], key)
         assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-4), mine["step"]
+    evaluations = _evaluations(whole)  # before, every 2 steps, after
+    assert [(e["label"], e["after_step"]) for e in evaluations] == [
+        ("base", 0),
+        ("step 2", 2),
+        ("trained", 4),
+    ]
+    assert _evaluations(killed) == evaluations
     mine_adapter, their_adapter = (
         _adapter(killed / "adapter.gguf"),
         _adapter(whole / "adapter.gguf"),

@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hermes_trainer.config import TrainConfig, config_record
+from hermes_trainer.lora import write_gguf_adapter
 
 pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX)
 
@@ -63,7 +65,24 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             "--resume continues it",
         ),
         "unknown logger": (["--log-to", "tensorboard,mlflow", *run], "--log-to"),
+        "eval every without eval items": (["--eval-every", "2", *run], "--eval-every"),
+        "init adapter missing": (["--init-adapter", str(tmp / "no.gguf"), *run], "--init-adapter"),
+        "init adapter not a gguf": (["--init-adapter", str(existing), *run], "--init-adapter"),
+        "init adapter of another rank": (
+            ["--init-adapter", str(_adapter(tmp / "rank4.gguf")), *run],
+            "pass --lora-rank 4 --lora-alpha 8",
+        ),
+        "init adapter with tinker": (
+            ["--init-adapter", str(_adapter(tmp / "t.gguf")), "--tinker-model", "m", *run],
+            "--init-adapter",
+        ),
     }
+
+
+def _adapter(path: Path) -> Path:
+    """A rank-4, alpha-8 LoRA adapter GGUF (one layer of one projection)."""
+    pair = (np.zeros((1, 4, 16), np.float32), np.zeros((1, 8, 4), np.float32))
+    return write_gguf_adapter(path, {"attn_q": pair}, alpha=8.0)
 
 
 def _recorded_run(output: Path, **options: Any) -> Path:
@@ -92,6 +111,11 @@ CASES = (
     "ray without its cluster",
     "sandbox of another source",
     "unknown logger",
+    "eval every without eval items",
+    "init adapter missing",
+    "init adapter not a gguf",
+    "init adapter of another rank",
+    "init adapter with tinker",
 )
 
 

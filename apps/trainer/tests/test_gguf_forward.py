@@ -1,6 +1,7 @@
 """The JAX forward pass on the default SmolLM2 GGUF (the shipped Q4_1 converted to Q8_0)
 against llama.cpp running the same file, with and without a LoRA adapter the trainer wrote
-and llama.cpp hot-loaded.
+and llama.cpp hot-loaded (the JAX side reads it back from the file, as ``--init-adapter``
+does).
 
 The two differ by llama.cpp's quantized arithmetic (8-bit activations against the Q8_0
 weights, a q8_0 KV cache): about 0.1 nats per token on this text. A wrong RoPE layout, head
@@ -21,7 +22,7 @@ from hermes_loop.embedded import EmbeddedTokenBackend, GGUFTokenizer, default_mo
 from hermes_trainer.gguf_weights import read_base_weights
 from hermes_trainer.learner import LoraLearner, OptimizerSpec
 from hermes_trainer.llama import token_logprobs
-from hermes_trainer.lora import LoraSpec, initial_lora, write_gguf_adapter
+from hermes_trainer.lora import LoraSpec, initial_lora, read_gguf_adapter, write_gguf_adapter
 
 TEXT = (
     "<|im_start|>user\nWrite the word apple to answer.txt.<|im_end|>\n<|im_start|>assistant\n"
@@ -55,13 +56,15 @@ def test_the_jax_forward_pass_matches_llama_cpp_with_and_without_an_adapter(
             return np.array(plain), np.array(await backend.score(ids))
 
     cpp_base, cpp_adapted = anyio.run(llama_cpp)
-    learner = LoraLearner(base, spec, OptimizerSpec())
+    read_back = read_gguf_adapter(adapter)  # what --init-adapter starts the learner from
+    assert (read_back.rank, read_back.alpha) == (spec.rank, spec.alpha)
+    learner = LoraLearner(base, spec, OptimizerSpec(), start=read_back.lora)
     params = learner.params
     forward = jax.jit(functools.partial(token_logprobs, base.config, spec.scale))
     n = len(ids) - 1
     args = (jnp.asarray(ids[:-1]), jnp.asarray(ids[1:]), jnp.arange(n), jnp.zeros(n, jnp.int32))
     ours_base = np.asarray(forward(params, {}, *args))
-    jax_lora = {k: (jnp.asarray(a), jnp.asarray(b)) for k, (a, b) in lora.items()}
+    jax_lora = {k: (jnp.asarray(a), jnp.asarray(b)) for k, (a, b) in learner.lora_arrays().items()}
     ours_adapted = np.asarray(forward(params, jax_lora, *args))
 
     assert np.abs(cpp_adapted - cpp_base).mean() > 0.3  # the adapter moves llama.cpp a lot

@@ -143,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.eval_items,
         help="held-out tasks run before and after training (group-size rollouts each)",
     )
+    add(
+        "--eval-every",
+        type=int,
+        default=defaults.eval_every,
+        metavar="N",
+        help="also run the --eval-items tasks after every N steps (default: only before and after)",
+    )
     add("--sandbox", choices=SANDBOXES, default=defaults.sandbox, help=SANDBOX.help)
     add("--sandbox-image", metavar="IMAGE", help="docker: the sandboxes' image")
     add("--ray-address", metavar="HOST:PORT", help="ray: the Ray cluster (--sandbox ray)")
@@ -150,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--learning-rate", type=float, default=defaults.optimizer.learning_rate)
     add("--lora-rank", type=int, default=defaults.lora.rank)
     add("--lora-alpha", type=float, default=defaults.lora.alpha)
+    add(
+        "--init-adapter",
+        type=Path,
+        metavar="ADAPTER.gguf",
+        help="start from this LoRA adapter (e.g. another run's adapter.gguf; its rank and "
+        "alpha must be --lora-rank's and --lora-alpha's) instead of a new one",
+    )
     add(
         "--checkpoint-every",
         type=int,
@@ -201,6 +215,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         threads=args.threads,
         seed=args.seed,
         eval_items=args.eval_items,
+        eval_every=args.eval_every,
         lora=LoraSpec(rank=args.lora_rank, alpha=args.lora_alpha),
         optimizer=OptimizerSpec(learning_rate=args.learning_rate),
         objective=args.objective,
@@ -209,6 +224,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         trajectories=tuple(args.trajectories or ()),
         epochs=args.epochs,
         adapter=args.adapter,
+        init_adapter=args.init_adapter,
         tinker=_tinker(args),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,

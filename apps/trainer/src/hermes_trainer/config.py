@@ -79,13 +79,14 @@ class TrainConfig:
     or ``path/to/file.py:NAME``) and ``env_options`` its options; ``families`` and
     ``difficulties`` are ``endless_terminals``' (ignored for any other environment).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
-    held-out tasks (``group_size`` rollouts each) are run before and after training (live
-    source only). ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``; ``grpo``
-    with the live source needs groups of 2 or more.
+    held-out tasks (``group_size`` rollouts each) are run before and after training and every
+    ``eval_every`` steps (live source only). ``objective`` ``sft`` trains on rollouts with
+    ``reward >= min_reward``; ``grpo`` with the live source needs groups of 2 or more.
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
     local learner (live source, temperature 1). The local learner writes a checkpoint every
     ``checkpoint_every`` steps; ``resume`` continues the run in ``output`` from it (the same
-    options; ``steps`` may grow). ``sandbox`` (one of :data:`SANDBOXES`), ``sandbox_image``
+    options; ``steps`` may grow). ``init_adapter``: the local learner starts from this LoRA
+    adapter GGUF instead of a new one. ``sandbox`` (one of :data:`SANDBOXES`), ``sandbox_image``
     (docker), ``ray_address`` and ``ray_python`` (ray) choose the live source's sandboxes.
     ``log_to`` sends the metrics to TensorBoard and/or wandb too (:mod:`hermes_trainer.loggers`;
     ``wandb_project``: the wandb run's). Every error is a ``ConfigError`` naming the
@@ -112,6 +113,7 @@ class TrainConfig:
     threads: int | None = None
     seed: int = SEED.value
     eval_items: int = attrs.field(default=0, validator=_at_least(0))
+    eval_every: int = attrs.field(default=0, validator=_at_least(0))
     lora: LoraSpec = attrs.field(factory=LoraSpec)
     optimizer: OptimizerSpec = attrs.field(factory=OptimizerSpec)
     objective: Objective = "grpo"
@@ -121,6 +123,7 @@ class TrainConfig:
     trajectories: tuple[Path, ...] = ()
     epochs: int = attrs.field(default=1, validator=_positive)
     adapter: Path | None = None
+    init_adapter: Path | None = None
     tinker: TinkerSpec | None = None
     checkpoint_every: int = attrs.field(default=1, validator=_positive)
     resume: bool = False
@@ -138,6 +141,13 @@ class TrainConfig:
             raise ConfigError("train from --atropos-url or from --trajectories, not both")
         if self.eval_items and not live:
             raise ConfigError("--eval-items runs with the live sampler only")
+        if self.eval_every and not self.eval_items:
+            raise ConfigError("--eval-every needs --eval-items N: the held-out tasks it runs")
+        if self.init_adapter is not None and self.tinker is not None:
+            raise ConfigError(
+                "--init-adapter starts the local learner; a Tinker run starts from "
+                "--tinker-model's weights"
+            )
         if self.objective not in ("grpo", "sft"):
             raise ConfigError(f"--objective must be grpo or sft, got {self.objective!r}")
         if not self.temperature > 0:
@@ -200,7 +210,7 @@ class TrainConfig:
 
 #: options a resumed run may change (they do not change what a step computes)
 RESUMABLE = frozenset(
-    {"steps", "threads", "checkpoint_every", "resume", "log_to", "wandb_project"}
+    {"steps", "threads", "checkpoint_every", "eval_every", "resume", "log_to", "wandb_project"}
     | {"sandbox", "sandbox_image", "ray_address", "ray_python"}
 )
 

@@ -24,7 +24,7 @@ from hermes_protocols import ConfigError
 from hermes_trainer.checkpoint import LearnerState
 from hermes_trainer.gguf_weights import BaseWeights, FloatArray
 from hermes_trainer.grpo import Objective, TrainGroup
-from hermes_trainer.lora import LoraSpec, initial_lora
+from hermes_trainer.lora import LoraArrays, LoraSpec, initial_lora
 from hermes_trainer.objective import sequence_loss
 from hermes_trainer.packing import pack
 from hermes_trainer.samples import FidelityError
@@ -67,6 +67,7 @@ class LoraLearner:
         *,
         objective: Objective = "grpo",
         seed: int = 0,
+        start: LoraArrays | None = None,
     ) -> None:
         self.spec = lora
         self._params = {
@@ -79,6 +80,9 @@ class LoraLearner:
             kind: (jnp.asarray(a), jnp.asarray(b))
             for kind, (a, b) in initial_lora(base, lora, seed).items()
         }
+        if start is not None:  # --init-adapter
+            self._check_lora(start, "--init-adapter: the adapter's")
+            self._lora = {k: (jnp.asarray(a), jnp.asarray(b)) for k, (a, b) in start.items()}
         self._optimizer = optax.chain(
             optax.clip_by_global_norm(optimizer.max_grad_norm),
             optax.adam(optimizer.learning_rate),
@@ -140,19 +144,25 @@ class LoraLearner:
     def restore(self, state: LearnerState) -> None:
         """Continue from ``state`` (:class:`ConfigError` when it was written with another
         ``--lora-rank`` or LoRA shape)."""
+        self._check_lora(state.lora, "--resume: the checkpoint's")
         mine = jax.tree.leaves(self._state)
-        shapes = {k: (a.shape, b.shape) for k, (a, b) in self._lora.items()}
-        theirs = {k: (a.shape, b.shape) for k, (a, b) in state.lora.items()}
-        if theirs != shapes or [np.shape(x) for x in mine] != [x.shape for x in state.optimizer]:
-            raise ConfigError(
-                "--resume: the checkpoint's LoRA shapes differ from this run's (another "
-                "--lora-rank or model?)"
-            )
+        if [np.shape(x) for x in mine] != [x.shape for x in state.optimizer]:
+            raise ConfigError("--resume: the checkpoint's optimizer state differs from this run's")
         self._lora = {k: (jnp.asarray(a), jnp.asarray(b)) for k, (a, b) in state.lora.items()}
         self._state = jax.tree.unflatten(
             jax.tree.structure(self._state), [jnp.asarray(x) for x in state.optimizer]
         )
         self.steps = state.updates
+
+    def _check_lora(self, lora: LoraArrays, whose: str) -> None:
+        """``lora`` has this learner's projections and shapes (:class:`ConfigError` starting
+        with ``whose`` when not)."""
+        shapes = {k: (a.shape, b.shape) for k, (a, b) in self._lora.items()}
+        theirs = {k: (a.shape, b.shape) for k, (a, b) in lora.items()}
+        if theirs != shapes:
+            raise ConfigError(
+                f"{whose} LoRA shapes differ from this run's (another --lora-rank or model?)"
+            )
 
     @property
     def params(self) -> Mapping[str, jax.Array]:

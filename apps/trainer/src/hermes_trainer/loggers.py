@@ -42,11 +42,12 @@ def check_log_to(names: Sequence[str]) -> None:
 
 def scalars(record: StepMetrics | Evaluation) -> tuple[int, dict[str, float]]:
     """The step and the finite numbers of a line (``train/<field>`` of a step,
-    ``eval/<label>/<field>`` of an evaluation at its ``after_step``)."""
+    ``eval/<field>`` of an evaluation at its ``after_step``: one held-out curve, whatever the
+    label)."""
     if isinstance(record, StepMetrics):
         step, prefix = record.step, "train"
     else:
-        step, prefix = record.after_step, f"eval/{record.label}"
+        step, prefix = record.after_step, "eval"
     values = {
         f"{prefix}/{key}": float(value)
         for key, value in attrs.asdict(record).items()

@@ -32,6 +32,7 @@ from hermes_trainer.grpo import Batch, build_batch
 from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.live import LiveSource, live_environment, open_live
 from hermes_trainer.loggers import MetricsLogger, open_loggers
+from hermes_trainer.lora import read_gguf_adapter
 from hermes_trainer.metrics import (
     Evaluation,
     StepMetrics,
@@ -130,11 +131,21 @@ class Trainer:
         await self._plot()
         return metrics
 
+    async def begin(self) -> int:
+        """The step the run continues after: the checkpoint's with ``resume`` (:meth:`resume`),
+        else 0. The sampler then runs the learner's weights when they are not the base
+        model's (``--init-adapter``'s, or a checkpoint's after updates)."""
+        step = await self.resume() if self.config.resume else 0
+        if isinstance(self.learner, LocalLearner) and (
+            self.learner.learner.steps or self.config.init_adapter is not None
+        ):
+            await self.source.publish(await self.learner.save(step), step)
+        return step
+
     async def resume(self) -> int:
         """Continue from the run's checkpoint: the learner's state, the metrics and
         evaluations up to its step (later lines, written after it, are dropped: those steps
-        run again) and the sampler on its weights; returns its step (0: the run wrote no
-        checkpoint and starts again)."""
+        run again); returns its step (0: the run wrote no checkpoint and starts again)."""
         if not isinstance(self.learner, LocalLearner):
             raise TypeError("only the local learner resumes")
         checkpoint = await anyio.to_thread.run_sync(read_checkpoint, self.output)
@@ -142,8 +153,6 @@ class Trainer:
         if checkpoint is not None:
             step, state = checkpoint
             await anyio.to_thread.run_sync(self.learner.learner.restore, state)
-            if state.updates:
-                await self.source.publish(await self.learner.save(step), step)
         history = await anyio.to_thread.run_sync(read_jsonl, self.metrics_path)
         self.history = [m for m in history if m.step <= step]
         await anyio.to_thread.run_sync(rewrite_jsonl, self.metrics_path, self.history)
@@ -230,9 +239,16 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
     # the file the sampler loads too (the default: the shipped GGUF converted once to Q8_0)
     model_path = await anyio.to_thread.run_sync(resolve_model_path, config.model)
     base = await anyio.to_thread.run_sync(read_base_weights, model_path)
+    start = config.init_adapter
+    initial = None if start is None else await anyio.to_thread.run_sync(read_gguf_adapter, start)
     local = await anyio.to_thread.run_sync(
         lambda: LoraLearner(
-            base, config.lora, config.optimizer, objective=config.objective, seed=config.seed
+            base,
+            config.lora,
+            config.optimizer,
+            objective=config.objective,
+            seed=config.seed,
+            start=None if initial is None else initial.lora,
         )
     )
     async with open_source(config, model_path, environment) as source:
@@ -248,9 +264,9 @@ async def train(
     interruption: Interruption | None = None,
 ) -> list[StepMetrics]:
     """Run up to ``config.steps`` steps into ``config.output`` (fewer when the source runs
-    out; with ``eval_items``, an evaluation of the base weights before and of the trained
-    ones after; with ``resume``, from the run's checkpoint on); return every step's
-    metrics. With ``interruption``
+    out; with ``eval_items``, an evaluation of the starting weights before, every
+    ``eval_every`` steps and of the trained ones after; with ``resume``, from the run's
+    checkpoint on); return every step's metrics. With ``interruption``
     (:mod:`hermes_rollouts.signal_policy`), a drain ends the run after the current step (the
     trained weights are not evaluated) and a cancel cuts the current step short."""
     stop = interruption if interruption is not None else Interruption()
@@ -258,7 +274,7 @@ async def train(
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as work:
                 tg.start_soon(_cancel_when_set, stop.cancel, work)
-                start = await trainer.resume() if config.resume else 0
+                start = await trainer.begin()
                 async with open_loggers(
                     config.log_to,
                     trainer.output,
@@ -267,10 +283,9 @@ async def train(
                     config=config_record(config),
                 ) as loggers:
                     trainer.loggers = loggers
-                    if config.eval_items and not trainer.evaluations:
-                        before = await trainer.evaluate("base", on_eval_progress)
-                        if on_eval is not None:
-                            on_eval(before)
+                    evaluate = partial(_evaluate, trainer, on_eval, on_eval_progress)
+                    if config.eval_items and _due(config, start):  # a resumed run's included
+                        await evaluate(f"step {start}" if start else _first_label(config))
                     for step in range(start + 1, config.steps + 1):
                         if stop.drain.is_set():
                             break
@@ -279,15 +294,37 @@ async def train(
                             break
                         if on_step is not None:
                             on_step(metrics)
-                    evaluated = bool(trainer.evaluations) and (
-                        trainer.evaluations[-1].after_step == len(trainer.history)
-                    )  # a resumed run that had finished
-                    if config.eval_items and not stop.drain.is_set() and not evaluated:
-                        after = await trainer.evaluate("trained", on_eval_progress)
-                        if on_eval is not None:
-                            on_eval(after)
+                        if _due(config, step) and not stop.drain.is_set():
+                            await evaluate(f"step {step}")
+                    if config.eval_items and not stop.drain.is_set():
+                        await evaluate("trained")
             tg.cancel_scope.cancel()
         return trainer.history
+
+
+async def _evaluate(
+    trainer: Trainer, on_eval: EvalCallback | None, on_progress: EvalProgress, label: str
+) -> None:
+    """Run :meth:`Trainer.evaluate` unless the current weights already were (a resumed run
+    that had reached this evaluation)."""
+    if trainer.evaluations and trainer.evaluations[-1].after_step == len(trainer.history):
+        return
+    evaluation = await trainer.evaluate(label, on_progress)
+    if on_eval is not None:
+        on_eval(evaluation)
+
+
+def _due(config: TrainConfig, step: int) -> bool:
+    """Whether the weights after ``step`` get a held-out evaluation of their own: before the
+    first step, and every ``eval_every`` steps (the last step's is the final ``trained``
+    one)."""
+    periodic = config.eval_every > 0 and step % config.eval_every == 0
+    return step == 0 or (periodic and step < config.steps)
+
+
+def _first_label(config: TrainConfig) -> str:
+    """The label of the evaluation before the first step: the weights the run starts from."""
+    return "base" if config.init_adapter is None else "init-adapter"
 
 
 async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:

@@ -13,6 +13,7 @@ from hermes_protocols import ConfigError
 
 from hermes_trainer.config import TrainConfig, resume_differences
 from hermes_trainer.live import live_environment
+from hermes_trainer.lora import read_gguf_adapter
 from hermes_trainer.trajectories import check_readable
 
 #: seconds to wait for a source's server to listen and to answer
@@ -32,6 +33,8 @@ def check_run(config: TrainConfig) -> None:
         _reachable(config.tinker.url, "--tinker-url")
     if config.adapter is not None:
         _adapter(config.adapter)
+    if config.init_adapter is not None:
+        _init_adapter(config)
     if config.resume:
         _resumable(config)
     elif (config.output / "metrics.jsonl").exists():
@@ -86,6 +89,20 @@ def _adapter(adapter: Path) -> None:
     if not directory.is_dir():
         raise ConfigError(f"--adapter {adapter}: directory {directory} does not exist")
     _writable(directory, "--adapter")
+
+
+def _init_adapter(config: TrainConfig) -> None:
+    """``--init-adapter`` is a LoRA adapter of ``--lora-rank`` and ``--lora-alpha`` (its
+    shapes are checked against the model's when the weights load)."""
+    path = config.init_adapter
+    if path is None or not path.is_file():
+        raise ConfigError(f"--init-adapter {path}: no such file")
+    adapter = read_gguf_adapter(path)
+    if (adapter.rank, adapter.alpha) != (config.lora.rank, config.lora.alpha):
+        raise ConfigError(
+            f"--init-adapter {path} has rank {adapter.rank} and alpha {adapter.alpha:g}: pass "
+            f"--lora-rank {adapter.rank} --lora-alpha {adapter.alpha:g}"
+        )
 
 
 def _output(output: Path) -> None:
