@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import hermes_parsers
+import psutil
 import pytest
 from hermes_envs import RolloutRunner, RunnerConfig, ScriptAgent
 from hermes_protocols import Item
@@ -38,6 +40,10 @@ VENV_PYTHON = Path.home() / ".cache/hermes-rl/verifiers-0.4.0/venv/bin/python"
 LAUNCHER = ROOT / "apps/verifiers_env/vf_eval.py"
 DOC = ROOT / "docs/verifiers.md"
 SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
+WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
+#: how long vf-eval may take to clean up and exit after a signal (measured: 17-35 s for the
+#: whole test, start included)
+EXIT_S = 30
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -241,3 +247,30 @@ def test_infrastructure_failure_is_an_errored_rollout_not_a_zero(
     assert (harness["max_turns"], harness["max_tokens"]) == (MAX_TURNS.value, MAX_TOKENS.value)
     assert harness["command_timeout"] == COMMAND_TIMEOUT.value
     assert taskset["seed"] == SEED.value
+
+
+def test_vf_eval_stopped_mid_rollout_exits_and_leaves_no_sandbox(
+    tools_llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
+) -> None:
+    """SIGTERM (verifiers handles SIGINT the same way: a ``KeyboardInterrupt``, then each
+    rollout's cleanup) once a rollout holds a slot: vf-eval exits and nothing of the sandboxes
+    is left (hermes_verifiers_env.own_loop says why that needs a loop of our own)."""
+    args = [
+        "hermes-verifiers-env", "-n", "2", "-r", "2",
+        *("--env.taskset.options", WRITE_WORD),
+        *("--env.agent.harness.max-turns", "3", "--env.agent.harness.max-tokens", "64"),
+        *common(tools_llama_server, tmp_path / "out"),
+    ]  # fmt: skip
+    command = vf_eval(tmp_path, user_tmp, args)
+
+    def a_rollout_holds_a_slot() -> bool:
+        hosts = [h for root in user_tmp.glob("hermes-sandbox-*/bwrap") for h in root.iterdir()]
+        return any(not h.name.startswith(".") for h in hosts)
+
+    command.wait_for(a_rollout_holds_a_slot, timeout=300, what="a rollout held a slot")
+    # to vf-eval's Python, as `kill` of the documented command does (uv, in between here,
+    # would forward a SIGTERM a second time)
+    [vf_eval_python] = psutil.Process(command.process.pid).children()
+    vf_eval_python.send_signal(signal.SIGTERM)
+    assert command.wait(timeout=EXIT_S) != 0, command.output[-4000:]
+    assert command.leftovers(settle_s=10) == []

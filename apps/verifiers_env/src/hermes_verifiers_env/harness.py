@@ -2,12 +2,14 @@
 interception endpoint (verifiers' contract for an in-process harness) and everything else ours:
 a sandbox slot acquired for the rollout, the environment's ``setup_workspace``, the tools bound
 to the slot, ``verify`` on the same slot, the slot released on every exit path (cancellation
-included). The verifier's reward goes onto the trace; an infrastructure failure raises
+included), on an event loop of its own (:mod:`hermes_verifiers_env.own_loop`). The verifier's
+reward goes onto the trace; an infrastructure failure raises
 :class:`verifiers.v1.SandboxError`, so verifiers records an errored rollout, never a 0.0."""
 
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import Any
 
 from hermes_rollouts import (
@@ -28,6 +30,7 @@ from hermes_rollouts import (
 )
 
 from hermes_verifiers_env.config import HermesHarnessConfig
+from hermes_verifiers_env.own_loop import run_on_own_loop
 from hermes_verifiers_env.verifiers_import import vf
 
 
@@ -122,6 +125,7 @@ class HermesHarness(vf.Harness[HermesHarnessConfig]):  # type: ignore[misc]
             trace_id=trace.id,
         )
         item = item_from_json(fields["item"])
-        rollout = await run_single_rollout(spec, item, seed=derive_seed(0, trace.id))
+        seed = derive_seed(0, trace.id)
+        rollout = await run_on_own_loop(partial(run_single_rollout, spec, item, seed=seed))
         record(trace, RolloutOutcome.of(rollout))
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
