@@ -57,7 +57,9 @@ class OptimizerSpec:
 
 
 class LoraLearner:
-    """LoRA on a frozen GGUF base model, trained with ``objective``; see the module doc."""
+    """LoRA on a frozen GGUF base model, trained with ``objective``, from ``start`` (a LoRA
+    adapter's pairs) or new pairs; see the module doc. ``remat=False`` keeps every layer's
+    activations for the backward pass (:func:`~hermes_trainer.llama.token_logprobs`)."""
 
     def __init__(
         self,
@@ -68,6 +70,7 @@ class LoraLearner:
         objective: Objective = "grpo",
         seed: int = 0,
         start: LoraArrays | None = None,
+        remat: bool = True,
     ) -> None:
         self.spec = lora
         self._params = {
@@ -94,6 +97,7 @@ class LoraLearner:
             scale=lora.scale,
             clip_eps=optimizer.clip_eps,
             objective=objective,
+            remat=remat,
         )
         self._grad = jax.jit(jax.value_and_grad(loss, has_aux=True))
         self.steps = 0

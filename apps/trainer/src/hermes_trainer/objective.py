@@ -30,13 +30,14 @@ def sequence_loss(
     scale: float,
     clip_eps: float,
     objective: Objective = "grpo",
+    remat: bool = True,
 ) -> tuple[jax.Array, jax.Array]:
     """``(sum of token losses, trainer logprobs)`` of one packed, padded row.
 
     ``batch`` holds ``ids``, ``targets`` (each token's next one), ``positions``, ``segments``
     (:mod:`hermes_trainer.llama`), ``mask``, ``sampler_logprobs`` and ``advantages``, each
     ``(tokens,)`` and aligned to the targets, and the row's sampling ``temperature`` (a
-    scalar).
+    scalar). ``remat``: :func:`~hermes_trainer.llama.token_logprobs`'.
     """
     logprobs = token_logprobs(
         config,
@@ -48,6 +49,7 @@ def sequence_loss(
         batch["positions"],
         batch["segments"],
         temperature=batch["temperature"],
+        remat=remat,
     )
     if objective == "sft":
         return -jnp.sum(logprobs * batch["mask"]), logprobs
