@@ -22,7 +22,7 @@ from tests.user_command import UserCommand, traversable_tmp
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
 
-STEPS = 4
+STEPS = 3
 #: SFT on every rollout: each step updates, so each checkpoint holds new weights
 TINY = ["--steps", str(STEPS), "--groups-per-step", "1", "--group-size", "2",
         "--max-turns", "1", "--max-tokens", "24", "--objective", "sft", "--min-reward", "0",
@@ -85,7 +85,7 @@ def test_a_killed_run_resumes_on_the_same_curve(tmp_path: Path, sandbox_tmp: Pat
     assert [(e["label"], e["after_step"]) for e in evaluations] == [
         ("base", 0),
         ("step 2", 2),
-        ("trained", 4),
+        ("trained", 3),
     ]
     assert _evaluations(killed) == evaluations
     mine_adapter, their_adapter = (
