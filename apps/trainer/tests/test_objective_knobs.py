@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import attrs
 import jax
@@ -16,6 +17,7 @@ import numpy as np
 import optax  # type: ignore[import-untyped]
 import pytest
 from hermes_protocols import ConfigError
+from hermes_trainer.config import TrainConfig, config_record, resume_differences
 from hermes_trainer.gguf_weights import BaseWeights, LlamaConfig
 from hermes_trainer.grpo import TrainGroup
 from hermes_trainer.learner import LoraLearner, OptimizerSpec
@@ -320,3 +322,20 @@ def test_the_kl_to_the_base_model_is_zero_without_a_delta_and_the_k3_estimate_af
 def test_a_bad_knob_is_a_config_error_naming_it(options: dict[str, object], says: str) -> None:
     with pytest.raises(ConfigError, match=says):
         OptimizerSpec(**options)  # type: ignore[arg-type]
+
+
+def test_resume_names_each_knob_and_takes_a_run_recorded_before_the_knobs(tmp_path: Path) -> None:
+    config = TrainConfig(output=tmp_path)
+    record = config_record(config)
+    for knob in ("loss_norm", "clip_eps_high", "lr_schedule", "passes", "kl_coef"):
+        del record["optimizer"][knob]  # a run.json written before the knob existed
+    assert resume_differences(record, config) == []
+    other = attrs.evolve(config, optimizer=OptimizerSpec(loss_norm="sequence", passes=2))
+    assert resume_differences(record, other) == [
+        "--loss-norm: recorded 'token', given 'sequence'",
+        "--passes: recorded 1, given 2",
+    ]
+    cosine = attrs.evolve(config, optimizer=OptimizerSpec(lr_schedule="cosine"))
+    longer = attrs.evolve(cosine, steps=40)
+    assert resume_differences(config_record(cosine), longer) == ["--steps: recorded 20, given 40"]
+    assert resume_differences(record, attrs.evolve(config, steps=40)) == []
