@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hermes_trainer.config import TrainConfig, config_record
+from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.lora import write_gguf_adapter
 
 pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX)
@@ -72,6 +73,31 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             ["--init-adapter", str(_adapter(tmp / "rank4.gguf")), *run],
             "pass --lora-rank 4 --lora-alpha 8",
         ),
+        "negative clip eps": (["--clip-eps", "-0.1", *run], "--clip-eps"),
+        "bad loss norm": (["--loss-norm", "mean", *run], "--loss-norm"),
+        "warmup past the run": (["--warmup-steps", "5", "--steps", "5", *run], "--warmup-steps"),
+        "more minibatches than groups": (
+            ["--minibatches", "5", "--groups-per-step", "4", *run],
+            "--minibatches",
+        ),
+        "passes of 0": (["--passes", "0", *run], "--passes"),
+        "negative kl coef": (["--kl-coef", "-1", *run], "--kl-coef"),
+        "knob with tinker": (
+            ["--kl-coef", "0.1", "--tinker-model", "m", "--temperature", "1", *run],
+            "--kl-coef",
+        ),
+        "resume with a longer decaying schedule": (
+            [
+                "--resume",
+                "--steps",
+                "30",
+                "--lr-schedule",
+                "cosine",
+                "--output",
+                str(_recorded_run(tmp / "cosine", optimizer=OptimizerSpec(lr_schedule="cosine"))),
+            ],
+            "--steps: recorded 20, given 30",
+        ),
         "init adapter with tinker": (
             ["--init-adapter", str(_adapter(tmp / "t.gguf")), "--tinker-model", "m", *run],
             "--init-adapter",
@@ -116,6 +142,14 @@ CASES = (
     "init adapter not a gguf",
     "init adapter of another rank",
     "init adapter with tinker",
+    "negative clip eps",
+    "bad loss norm",
+    "warmup past the run",
+    "more minibatches than groups",
+    "passes of 0",
+    "negative kl coef",
+    "knob with tinker",
+    "resume with a longer decaying schedule",
 )
 
 

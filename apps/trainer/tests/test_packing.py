@@ -124,7 +124,8 @@ def test_the_gradient_of_a_packed_group_is_the_sum_of_its_sequences() -> None:
     grad = jax.jit(jax.grad(lambda lo, batch: loss(lo, params, batch)[0]))
 
     def batch(rows: dict[str, np.ndarray]) -> dict[str, jax.Array]:
-        return {"temperature": jnp.float32(0.7), **{k: jnp.asarray(v) for k, v in rows.items()}}
+        arrays = {k: jnp.asarray(v) for k, v in rows.items()}
+        return {"temperature": jnp.float32(0.7), "weights": arrays["mask"], **arrays}
 
     together = grad(lora, batch(pack(group, pad_to=8)))
     apart = [grad(lora, batch(pack([s], pad_to=8))) for s in group]

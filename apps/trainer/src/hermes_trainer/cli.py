@@ -42,10 +42,11 @@ from hermes_trainer.config import (
     config_record,
     recipe_options,
 )
-from hermes_trainer.learner import OptimizerSpec
+from hermes_trainer.learner import LR_SCHEDULES, OptimizerSpec
 from hermes_trainer.loop import train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import Evaluation, StepMetrics
+from hermes_trainer.objective import LOSS_NORMS
 from hermes_trainer.preflight import check_run
 from hermes_trainer.tinker_api import DEFAULT_TIMEOUT_S, TinkerSpec
 
@@ -154,7 +155,62 @@ def build_parser() -> argparse.ArgumentParser:
     add("--sandbox-image", metavar="IMAGE", help="docker: the sandboxes' image")
     add("--ray-address", metavar="HOST:PORT", help="ray: the Ray cluster (--sandbox ray)")
     add("--ray-python", metavar="PATH", help="ray: the nodes' Python with hermes-sandbox")
-    add("--learning-rate", type=float, default=defaults.optimizer.learning_rate)
+    opt = defaults.optimizer
+    add("--learning-rate", type=float, default=opt.learning_rate)
+    add(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default=opt.lr_schedule,
+        help="the learning rate over --steps updates, after the warmup (default constant)",
+    )
+    add(
+        "--warmup-steps",
+        type=int,
+        default=opt.warmup_steps,
+        metavar="N",
+        help="ramp the learning rate up linearly over the first N updates (default 0)",
+    )
+    add(
+        "--loss-norm",
+        choices=LOSS_NORMS,
+        default=opt.loss_norm,
+        help="divide the batch's summed token losses by its trainable tokens (token, DAPO), "
+        "average each sequence's mean (sequence, GRPO) or divide by sequences x --max-tokens x "
+        "--max-turns (constant, Dr. GRPO); default token",
+    )
+    add(
+        "--clip-eps",
+        type=float,
+        default=opt.clip_eps,
+        help=f"the ratio clip's lower side, 1 - EPS (default {opt.clip_eps:g})",
+    )
+    add(
+        "--clip-eps-high",
+        type=float,
+        help="the ratio clip's upper side, 1 + EPS (default: --clip-eps; DAPO's clip-higher)",
+    )
+    add(
+        "--passes",
+        type=int,
+        default=opt.passes,
+        metavar="N",
+        help="optimizer passes over each step's batch (PPO epochs; default 1)",
+    )
+    add(
+        "--minibatches",
+        type=int,
+        default=opt.minibatches,
+        metavar="M",
+        help="split each pass over a step's groups into M optimizer steps (default 1)",
+    )
+    add(
+        "--kl-coef",
+        type=float,
+        default=opt.kl_coef,
+        metavar="BETA",
+        help="penalise the k3 KL to the base (adapter-free) model per trainable token with "
+        "this coefficient (default 0: no term, no extra forward)",
+    )
     add("--lora-rank", type=int, default=defaults.lora.rank)
     add("--lora-alpha", type=float, default=defaults.lora.alpha)
     add(
@@ -217,7 +273,17 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         eval_items=args.eval_items,
         eval_every=args.eval_every,
         lora=LoraSpec(rank=args.lora_rank, alpha=args.lora_alpha),
-        optimizer=OptimizerSpec(learning_rate=args.learning_rate),
+        optimizer=OptimizerSpec(
+            learning_rate=args.learning_rate,
+            lr_schedule=args.lr_schedule,
+            warmup_steps=args.warmup_steps,
+            loss_norm=args.loss_norm,
+            clip_eps=args.clip_eps,
+            clip_eps_high=args.clip_eps_high,
+            passes=args.passes,
+            minibatches=args.minibatches,
+            kl_coef=args.kl_coef,
+        ),
         objective=args.objective,
         min_reward=args.min_reward,
         atropos_url=args.atropos_url,

@@ -178,9 +178,32 @@ class TrainConfig:
                 "source's sandboxes: with --atropos-url or --trajectories the rollouts ran "
                 "elsewhere"
             )
+        if self.tinker is not None:
+            self._tinker_objective()
+        if self.optimizer.warmup_steps >= self.steps and self.optimizer.warmup_steps:
+            raise ConfigError(
+                f"--warmup-steps ({self.optimizer.warmup_steps}) must be < --steps ({self.steps})"
+            )
+        if self.optimizer.minibatches > self.groups_per_step:
+            raise ConfigError(
+                f"--minibatches ({self.optimizer.minibatches}) splits a step's groups: it must "
+                f"be <= --groups-per-step ({self.groups_per_step})"
+            )
         if self.tinker is not None and self.temperature != 1.0:
             raise ConfigError(
                 "the Tinker API reports and scores logprobs at temperature 1: pass --temperature 1"
+            )
+
+    def _tinker_objective(self) -> None:
+        """The Tinker learner runs today's objective only: one ``ppo`` step per batch, token
+        normalisation, clip 0.8-1.2 (its server's), a constant learning rate, no KL term."""
+        given = attrs.asdict(self.optimizer)
+        default = attrs.asdict(OptimizerSpec(learning_rate=self.optimizer.learning_rate))
+        changed = [_option(k) for k in given if given[k] != default[k]]
+        if changed:
+            raise ConfigError(
+                f"{', '.join(changed)}: the local learner's; the Tinker learner (--tinker-model) "
+                "takes one ppo step per batch at a constant --learning-rate"
             )
 
     @property
@@ -229,11 +252,25 @@ def config_record(config: TrainConfig) -> dict[str, Any]:
 
 def resume_differences(recorded: Mapping[str, Any], config: TrainConfig) -> list[str]:
     """The options of ``config`` that differ from a recorded ``run.json`` (those in
-    :data:`RESUMABLE` aside), each as ``--option: recorded X, given Y``."""
-    given = config_record(config)
-    keys = sorted((set(recorded) | set(given)) - RESUMABLE)
+    :data:`RESUMABLE` aside; ``--steps`` too when a decaying ``--lr-schedule`` spans it), each
+    as ``--option: recorded X, given Y``; the optimizer's fields each as their own option."""
+    given = _flat(config_record(config))
+    mine = _flat(recorded)
+    resumable = RESUMABLE
+    if config.optimizer.lr_schedule != "constant":
+        resumable = RESUMABLE - {"steps"}
+    keys = sorted((set(mine) | set(given)) - resumable)
     return [
-        f"{_option(k)}: recorded {recorded.get(k)!r}, given {given.get(k)!r}"
+        f"{_option(k)}: recorded {mine.get(k)!r}, given {given.get(k)!r}"
         for k in keys
-        if recorded.get(k) != given.get(k)
+        if mine.get(k) != given.get(k)
     ]
+
+
+def _flat(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with the optimizer's fields at the top (each is its own option)."""
+    flat = {k: v for k, v in record.items() if k != "optimizer"}
+    optimizer = record.get("optimizer")
+    if isinstance(optimizer, Mapping):  # a run recorded before a knob existed had its default
+        flat.update({**attrs.asdict(OptimizerSpec()), **optimizer})
+    return flat

@@ -1,11 +1,14 @@
-"""The local learner: frozen base weights, trainable LoRA pairs, Adam, one update per batch.
+"""The local learner: frozen base weights, trainable LoRA pairs, Adam.
 
 :meth:`LoraLearner.update` runs the forward and backward pass of every group (one packed row
 each, :mod:`hermes_trainer.packing`, scored at the group's sampling temperature, padded to a
-multiple of :data:`PAD_TO` tokens so only a few shapes are compiled), averages the gradient
-over the batch's trainable tokens, clips its global norm and takes one Adam step. The logprobs
-of that same forward pass are the trainer's side of the importance ratio, measured before the
-update. Blocking and CPU-heavy: call it off the event loop.
+multiple of :data:`PAD_TO` tokens so only a few shapes are compiled), normalises the summed
+gradient (``--loss-norm``: by default over the batch's trainable tokens), clips its global norm
+and takes an Adam step at the step's scheduled learning rate. By default that is one step per
+batch; ``passes`` and ``minibatches`` make it ``passes * minibatches`` steps, each minibatch a
+share of the groups. The logprobs of the first pass's forward are the trainer's side of the
+logged importance ratio (with one minibatch: before any update). Blocking and CPU-heavy: call
+it off the event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import attrs
 import jax
@@ -25,19 +29,32 @@ from hermes_trainer.checkpoint import LearnerState
 from hermes_trainer.gguf_weights import BaseWeights, FloatArray
 from hermes_trainer.grpo import Objective, TrainGroup
 from hermes_trainer.lora import LoraArrays, LoraSpec, initial_lora
-from hermes_trainer.objective import sequence_loss
-from hermes_trainer.packing import pack
+from hermes_trainer.objective import (
+    LOSS_NORMS,
+    LossNorm,
+    base_logprobs,
+    clip_fraction,
+    kl_k3,
+    normaliser,
+    sequence_loss,
+    token_weights,
+)
+from hermes_trainer.packing import Row, pack
 from hermes_trainer.samples import FidelityError
 
+LrSchedule = Literal["constant", "linear", "cosine"]
+LR_SCHEDULES: tuple[LrSchedule, ...] = ("constant", "linear", "cosine")
 #: sequences are padded to a multiple of this many tokens (one compiled shape per multiple)
 PAD_TO = 256
 
 
 @attrs.frozen(kw_only=True)
 class UpdateStats:
-    """What one update measured: the loss (per trainable token; ``None``: the learner did not
-    report it), the trainer/sampler log ratio on the trainable tokens before the update, the
-    tokens and the seconds it took."""
+    """What one update measured: the loss (per the ``--loss-norm`` normaliser, over the first
+    pass; ``None``: the learner did not report it), the trainer/sampler log ratio on the
+    trainable tokens in the first pass's forward, the tokens and the seconds it took, the
+    learning rate, the share of trainable tokens the last pass clipped and the mean k3 KL to
+    the base model in the first pass (``None``: not measured)."""
 
     loss: float | None
     log_ratio_mean: float
@@ -45,20 +62,78 @@ class UpdateStats:
     trainable_tokens: int
     tokens: int
     seconds: float
+    learning_rate: float | None = None
+    clip_fraction: float | None = None
+    kl: float | None = None
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
 
 
 @attrs.frozen(kw_only=True)
 class OptimizerSpec:
-    """Adam's learning rate, the gradient's global-norm clip and the ratio clip ``eps``."""
+    """Adam's learning rate and its schedule over the run's updates, the gradient's
+    global-norm clip, the ratio clip (``1 - clip_eps`` to ``1 + clip_eps_high``; ``None``:
+    ``clip_eps``), the loss normalisation, the optimizer steps per batch (``passes`` over it,
+    each in ``minibatches`` of its groups) and the KL coefficient to the base model."""
 
     learning_rate: float = 5e-4
     max_grad_norm: float = 1.0
     clip_eps: float = 0.2
+    clip_eps_high: float | None = None
+    loss_norm: LossNorm = "token"
+    lr_schedule: LrSchedule = "constant"
+    warmup_steps: int = 0
+    passes: int = 1
+    minibatches: int = 1
+    kl_coef: float = 0.0
+
+    def __attrs_post_init__(self) -> None:
+        _check(self.learning_rate > 0, f"--learning-rate must be > 0, got {self.learning_rate}")
+        _check(0 < self.clip_eps < 1, f"--clip-eps must be in (0, 1), got {self.clip_eps}")
+        _check(
+            self.clip_eps_high is None or self.clip_eps_high > 0,
+            f"--clip-eps-high must be > 0, got {self.clip_eps_high}",
+        )
+        _check(
+            self.loss_norm in LOSS_NORMS,
+            f"--loss-norm must be one of {', '.join(LOSS_NORMS)}, got {self.loss_norm!r}",
+        )
+        _check(
+            self.lr_schedule in LR_SCHEDULES,
+            f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}",
+        )
+        _check(self.warmup_steps >= 0, f"--warmup-steps must be >= 0, got {self.warmup_steps}")
+        _check(self.passes >= 1, f"--passes must be >= 1, got {self.passes}")
+        _check(self.minibatches >= 1, f"--minibatches must be >= 1, got {self.minibatches}")
+        _check(self.kl_coef >= 0, f"--kl-coef must be >= 0, got {self.kl_coef}")
+
+    @property
+    def eps_high(self) -> float:
+        return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
+
+    def rate(self, update: int, steps: int) -> float:
+        """The learning rate of the 0-based ``update`` of a run of ``steps``: ``(update + 1) /
+        (warmup + 1)`` of it during the warmup, then constant, or decaying linearly or along
+        a cosine over the remaining ``steps - warmup`` updates (to 0 just after the last)."""
+        lr, warmup = self.learning_rate, self.warmup_steps
+        if update < warmup:
+            return float(optax.linear_schedule(lr / (warmup + 1), lr, warmup)(update))
+        if self.lr_schedule == "constant":
+            return lr
+        decay = max(steps - warmup, 1)
+        if self.lr_schedule == "linear":
+            return float(optax.linear_schedule(lr, 0.0, decay)(update - warmup))
+        return float(optax.cosine_decay_schedule(lr, decay)(update - warmup))
 
 
 class LoraLearner:
     """LoRA on a frozen GGUF base model, trained with ``objective``, from ``start`` (a LoRA
-    adapter's pairs) or new pairs; see the module doc. ``remat=False`` keeps every layer's
+    adapter's pairs) or new pairs; see the module doc. ``steps``: the run's length (the
+    learning-rate schedule's); ``budget_tokens``: the most tokens a sequence may sample
+    (``--loss-norm constant``'s per-sequence constant). ``remat=False`` keeps every layer's
     activations for the backward pass (:func:`~hermes_trainer.llama.token_logprobs`)."""
 
     def __init__(
@@ -71,8 +146,13 @@ class LoraLearner:
         seed: int = 0,
         start: LoraArrays | None = None,
         remat: bool = True,
+        steps: int = 1,
+        budget_tokens: int = 1,
     ) -> None:
         self.spec = lora
+        self.optimizer = optimizer
+        self._steps = steps
+        self._budget_tokens = budget_tokens
         self._params = {
             "embed": jnp.asarray(base.embed),
             "out_norm": jnp.asarray(base.out_norm),
@@ -86,9 +166,9 @@ class LoraLearner:
         if start is not None:  # --init-adapter
             self._check_lora(start, "--init-adapter: the adapter's")
             self._lora = {k: (jnp.asarray(a), jnp.asarray(b)) for k, (a, b) in start.items()}
+        # Adam's direction; the (scheduled) learning rate scales it in :meth:`_step`
         self._optimizer = optax.chain(
-            optax.clip_by_global_norm(optimizer.max_grad_norm),
-            optax.adam(optimizer.learning_rate),
+            optax.clip_by_global_norm(optimizer.max_grad_norm), optax.scale_by_adam()
         )
         self._state = self._optimizer.init(self._lora)
         loss = functools.partial(
@@ -96,16 +176,20 @@ class LoraLearner:
             config=base.config,
             scale=lora.scale,
             clip_eps=optimizer.clip_eps,
+            clip_eps_high=optimizer.clip_eps_high,
+            kl_coef=optimizer.kl_coef,
             objective=objective,
             remat=remat,
         )
         self._grad = jax.jit(jax.value_and_grad(loss, has_aux=True))
+        self._base_logprobs = jax.jit(functools.partial(base_logprobs, config=base.config))
         self.steps = 0
 
     def update(self, groups: Sequence[TrainGroup]) -> UpdateStats:
-        """One optimizer step on ``groups`` (sequences sharing a prompt; at least one trainable
-        token in all); returns what it measured before changing the weights."""
+        """``passes`` times ``minibatches`` optimizer steps on ``groups`` (sequences sharing a
+        prompt; at least one trainable token in all); returns what it measured."""
         started = time.perf_counter()
+        spec = self.optimizer
         sequences = [s for group in groups for s in group.sequences]
         trainable = sum(s.trainable for s in sequences)
         if trainable == 0:
@@ -113,32 +197,83 @@ class LoraLearner:
         vocab = int(self._params["embed"].shape[0])
         if any(not 0 <= i < vocab for s in sequences for i in s.ids):
             raise FidelityError(f"a token id is outside the model's vocabulary [0, {vocab})")
-        total = jax.tree.map(jnp.zeros_like, self._lora)
-        loss_sum = 0.0
+        rows = [pack(group.sequences, pad_to=PAD_TO) for group in groups]
+        batches = [
+            self._batch(row, group.temperature) for row, group in zip(rows, groups, strict=True)
+        ]
+        learning_rate = spec.rate(self.steps, self._steps)
+        parts = [p for p in np.array_split(np.arange(len(groups)), spec.minibatches) if p.size]
+        losses: list[float] = []
         ratios: list[FloatArray] = []
-        for group in groups:
-            row = pack(group.sequences, pad_to=PAD_TO)
-            batch = {name: jnp.asarray(values) for name, values in row.items()}
-            batch["temperature"] = jnp.float32(group.temperature)
-            (loss, logprobs), grads = self._grad(self._lora, self._params, batch)
-            total = jax.tree.map(jnp.add, total, grads)
-            loss_sum += float(loss)
-            on = np.asarray(row["mask"], dtype=np.float32) > 0
-            sampler = np.asarray(row["sampler_logprobs"], dtype=np.float32)
-            ratios.append(np.asarray(logprobs)[on] - sampler[on])
-        grads = jax.tree.map(lambda g: g / trainable, total)
-        updates, self._state = self._optimizer.update(grads, self._state, self._lora)
-        self._lora = optax.apply_updates(self._lora, updates)
+        kls: list[FloatArray] = []
+        clipped = counted = 0
+        for pass_ in range(spec.passes):
+            for part in parts:
+                total = jax.tree.map(jnp.zeros_like, self._lora)
+                loss_sum = 0.0
+                for i in part:
+                    (loss, logprobs), grads = self._grad(self._lora, self._params, batches[i])
+                    total = jax.tree.map(jnp.add, total, grads)
+                    loss_sum += float(loss)
+                    on = np.asarray(rows[i]["mask"], dtype=np.float32) > 0
+                    mine = np.asarray(logprobs)
+                    if pass_ == 0:
+                        sampler = np.asarray(rows[i]["sampler_logprobs"], dtype=np.float32)
+                        ratios.append(mine[on] - sampler[on])
+                        if spec.kl_coef:
+                            ref = np.asarray(batches[i]["ref_logprobs"])
+                            kls.append(
+                                np.asarray(kl_k3(jnp.asarray(ref[on]), jnp.asarray(mine[on])))
+                            )
+                    if pass_ == spec.passes - 1:
+                        c, n = clip_fraction(
+                            mine, rows[i], clip_eps=spec.clip_eps, clip_eps_high=spec.eps_high
+                        )
+                        clipped, counted = clipped + c, counted + n
+                chosen = [s for i in part for s in groups[i].sequences]
+                norm = normaliser(
+                    spec.loss_norm,
+                    trainable=sum(s.trainable for s in chosen),
+                    sequences=len(chosen),
+                    budget_tokens=self._budget_tokens,
+                )
+                if norm == 0:  # a minibatch without trainable tokens
+                    continue
+                self._step(jax.tree.map(lambda g, n=norm: g / n, total), learning_rate)
+                if pass_ == 0:
+                    losses.append(loss_sum / norm)
         self.steps += 1
         log_ratio = np.abs(np.concatenate(ratios))
         return UpdateStats(
-            loss=loss_sum / trainable,
+            loss=sum(losses) / len(losses),
             log_ratio_mean=float(log_ratio.mean()),
             log_ratio_max=float(log_ratio.max()),
             trainable_tokens=trainable,
             tokens=sum(len(s.ids) for s in sequences),
             seconds=time.perf_counter() - started,
+            learning_rate=learning_rate,
+            clip_fraction=clipped / counted if counted else None,
+            kl=float(np.concatenate(kls).mean()) if kls else None,
         )
+
+    def _batch(self, row: Row, temperature: float) -> dict[str, jax.Array]:
+        """A packed row as the loss takes it: its arrays, the token weights of
+        ``--loss-norm``, the temperature, and the base model's logprobs when the KL term
+        needs them."""
+        batch = {name: jnp.asarray(values) for name, values in row.items()}
+        mask = np.asarray(row["mask"], np.float32)
+        segments = np.asarray(row["segments"], np.int32)
+        batch["weights"] = jnp.asarray(token_weights(mask, segments, self.optimizer.loss_norm))
+        batch["temperature"] = jnp.float32(temperature)
+        if self.optimizer.kl_coef:
+            batch["ref_logprobs"] = self._base_logprobs(self._lora, self._params, batch)
+        return batch
+
+    def _step(self, grads: Mapping[str, tuple[jax.Array, jax.Array]], rate: float) -> None:
+        """One Adam step of ``rate`` on the normalised gradient."""
+        direction, self._state = self._optimizer.update(grads, self._state, self._lora)
+        updates, _ = optax.scale_by_learning_rate(rate).update(direction, optax.EmptyState())
+        self._lora = optax.apply_updates(self._lora, updates)
 
     def state(self) -> LearnerState:
         """The LoRA pairs, Adam's state and the update count (what a checkpoint holds)."""

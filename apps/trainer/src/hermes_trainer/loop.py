@@ -82,6 +82,9 @@ def _metrics(
         update_s=round(update_s, 3),
         policy_lag=collected.policy_lag,
         weights=None if weights is None else str(weights),
+        learning_rate=None if stats is None else stats.learning_rate,
+        clip_fraction=None if stats is None else stats.clip_fraction,
+        kl=None if stats is None else stats.kl,
     )
 
 
@@ -249,6 +252,8 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
             objective=config.objective,
             seed=config.seed,
             start=None if initial is None else initial.lora,
+            steps=config.steps,
+            budget_tokens=config.max_tokens * config.max_turns,
         )
     )
     async with open_source(config, model_path, environment) as source:

@@ -39,6 +39,9 @@ class StepMetrics:
     update_s: float
     policy_lag: float | None = None
     weights: str | None = None
+    learning_rate: float | None = None
+    clip_fraction: float | None = None
+    kl: float | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -227,6 +227,7 @@ class TinkerLearner:
             trainable_tokens=trainable,
             tokens=sum(len(s.ids) for s in sequences),
             seconds=time.perf_counter() - started,
+            learning_rate=self._optimizer.learning_rate,
         )
 
     async def save(self, step: int) -> str:
