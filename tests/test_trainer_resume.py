@@ -86,6 +86,20 @@ def _check_rollouts(output: Path) -> None:
         assert sum(rewards) / len(rewards) == pytest.approx(evaluation["mean_reward"])
 
 
+def _leave_what_a_later_kill_leaves(output: Path, step: int) -> None:
+    """Append the rollouts of ``step`` (past the checkpoint) and half a line, as a kill after
+    that step's sampling and one in the middle of a write leave them (the kill above lands
+    while step ``done + 1`` samples, before its rollouts are written)."""
+    log = RunDirectory(training_rollouts(output)).trajectories
+    first = [json.loads(line) for line in log.read_text().splitlines()]
+    later = [
+        {**r, "id": f"step-{step}/{r['id']}", "step": step} for r in first if r["phase"] == "train"
+    ][:PER_STEP]
+    with log.open("a") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in later)
+        handle.write('{"id": "torn')
+
+
 def _adapter(path: Path) -> dict[str, np.ndarray]:
     return {t.name: np.array(t.data) for t in gguf.GGUFReader(str(path)).tensors}
 
@@ -103,6 +117,7 @@ def test_a_killed_run_resumes_on_the_same_curve(tmp_path: Path, sandbox_tmp: Pat
     command.wait(timeout=60)
     done = len(_steps(killed))
     assert 1 <= done < STEPS, f"killed after {done} steps: nothing left to resume"
+    _leave_what_a_later_kill_leaves(killed, done + 1)
 
     command = _run(tmp_path, sandbox_tmp, "resumed", ["--output", str(killed), "--resume"])
     assert command.wait(timeout=600) == 0, command.output[-4000:]
