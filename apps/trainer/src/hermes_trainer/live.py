@@ -4,7 +4,8 @@ Each step takes the next ``groups_per_step`` items of the environment and runs `
 rollouts of each through :mod:`hermes_rollouts` (the embedded model, real sandboxes, the
 environment's verifier). :meth:`LiveSource.publish` loads the new adapter into the embedded
 model, so the next step samples from the updated weights; :meth:`LiveSource.evaluate` runs
-held-out tasks with the current weights.
+held-out tasks with the current weights. Every rollout of a step or an evaluation goes to the
+run's :class:`~hermes_trainer.rollout_log.RolloutLog` (``OUTPUT/rollouts``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
+import anyio.to_thread
 from hermes_protocols import ConfigError, Environment, ScoredRollout
+from hermes_protocols.formats import TrainingTag, training_rollouts
 from hermes_rollouts import (
     AgentBudgets,
     EnvironmentSpec,
@@ -27,11 +31,13 @@ from hermes_rollouts import (
     SandboxSpec,
     ToolsetSpec,
     derive_seed,
+    hf_tokenizer_dir,
     open_session,
     validate,
 )
 
 from hermes_trainer.config import TrainConfig
+from hermes_trainer.rollout_log import RolloutLog
 from hermes_trainer.samples import from_rollout
 from hermes_trainer.source import Collected, Weights
 
@@ -98,12 +104,14 @@ def _generated_tokens(groups: list[list[ScoredRollout]]) -> int:
 class LiveSource:
     """Groups sampled in this process; see the module doc."""
 
-    def __init__(self, config: TrainConfig, session: RolloutSession) -> None:
+    def __init__(self, config: TrainConfig, session: RolloutSession, log: RolloutLog) -> None:
         load_lora = session.model.load_lora
         if load_lora is None:
             raise ConfigError("the trainer's sampler must load the weights it trains")
         self.config = config
         self.session = session
+        #: where every sampled rollout is recorded
+        self.log = log
         self._load_lora = load_lora
         self._items = session.items(seed=config.seed)
         self._taken = 0
@@ -124,6 +132,7 @@ class LiveSource:
             groups.append(
                 list(await self.session.run_group(item, seed=seed, group_size=config.group_size))
             )
+        await self._record([r for group in groups for r in group], TrainingTag.train(step))
         samples = tuple(
             tuple(from_rollout(rollout, config.temperature) for rollout in group)
             for group in groups
@@ -139,26 +148,45 @@ class LiveSource:
         await self._load_lora(adapter)
 
     async def evaluate(
-        self, on_item: Callable[[int, int], None] = lambda done, total: None
+        self,
+        label: str,
+        after_step: int,
+        on_item: Callable[[int, int], None] = lambda done, total: None,
     ) -> list[float | None]:
-        """The rewards of the current weights on ``config.eval_items`` held-out tasks (the
-        environment's ``test`` split, the same for every call), ``group_size`` rollouts each
-        (``None``: the rollout failed); ``on_item(done, total)`` after each task."""
+        """The rewards of the current weights (after ``after_step`` updates; evaluation
+        ``label``) on ``config.eval_items`` held-out tasks (the environment's ``test`` split,
+        the same for every call), ``group_size`` rollouts each (``None``: the rollout failed);
+        ``on_item(done, total)`` after each task. The rollouts are recorded once all ran."""
         config = self.config
         items = self.session.items(split="test", seed=config.seed)
-        rewards: list[float | None] = []
+        rollouts: list[ScoredRollout] = []
         for done, item in enumerate(itertools.islice(items, config.eval_items), start=1):
             seed = derive_seed(config.seed, f"eval/{item.id}")
-            group = await self.session.run_group(item, seed=seed, group_size=config.group_size)
-            rewards.extend(r.score.reward if r.score is not None else None for r in group)
+            rollouts.extend(
+                await self.session.run_group(item, seed=seed, group_size=config.group_size)
+            )
             on_item(done, config.eval_items)
-        return rewards
+        await self._record(rollouts, TrainingTag.evaluation(label, after_step))
+        return [r.score.reward if r.score is not None else None for r in rollouts]
+
+    async def _record(self, rollouts: list[ScoredRollout], tag: TrainingTag) -> None:
+        model = self.session.model_name
+        await anyio.to_thread.run_sync(lambda: self.log.append(rollouts, tag, model=model))
 
 
 def live_environment(config: TrainConfig) -> Environment:
     """The run's environment, resolved and built (one :class:`ConfigError` naming the
     trainer's options when it cannot be): done first, before any weights load."""
     return validate(rollout_spec(config), OPTION_NAMES)
+
+
+def _tokenizer_json(config: TrainConfig, spec: RolloutSpec) -> Path | None:
+    """The sampler's ``tokenizer.json`` (the embedded model's export, or the Tinker model's
+    tokenizer directory's); ``None`` when there is none. Blocking."""
+    directory = (
+        hf_tokenizer_dir(spec.model) if config.tinker is None else Path(config.tinker.tokenizer_dir)
+    )
+    return None if directory is None else directory / "tokenizer.json"
 
 
 @asynccontextmanager
@@ -168,9 +196,20 @@ async def open_live(
     environment: Environment | None = None,
 ) -> AsyncIterator[LiveSource]:
     """Start the rollout session (sandboxes and the embedded model, or ``model``: the Tinker
-    sampler; ``environment``: the one :func:`live_environment` built); released on exit."""
+    sampler; ``environment``: the one :func:`live_environment` built); released on exit. The
+    rollout log starts empty unless the run resumes (:meth:`Trainer.resume` trims it)."""
     spec = rollout_spec(config)
+    log = RolloutLog(training_rollouts(config.output))
     async with open_session(
         spec, option_names=OPTION_NAMES, model=model, environment=environment
     ) as session:
-        yield LiveSource(config, session)
+
+        def prepare() -> None:
+            tokenizer = _tokenizer_json(config, spec)
+            if config.resume:
+                log.copy_tokenizer(tokenizer)
+            else:
+                log.start(tokenizer)
+
+        await anyio.to_thread.run_sync(prepare)
+        yield LiveSource(config, session, log)

@@ -148,7 +148,8 @@ class Trainer:
     async def resume(self) -> int:
         """Continue from the run's checkpoint: the learner's state, the metrics and
         evaluations up to its step (later lines, written after it, are dropped: those steps
-        run again); returns its step (0: the run wrote no checkpoint and starts again)."""
+        run again, and so are their rollouts in ``rollouts/``); returns its step (0: the run
+        wrote no checkpoint and starts again)."""
         if not isinstance(self.learner, LocalLearner):
             raise TypeError("only the local learner resumes")
         checkpoint = await anyio.to_thread.run_sync(read_checkpoint, self.output)
@@ -162,6 +163,9 @@ class Trainer:
         evaluations = await anyio.to_thread.run_sync(read_evaluations, self.eval_path)
         self.evaluations = [e for e in evaluations if e.after_step <= step]
         await anyio.to_thread.run_sync(rewrite_jsonl, self.eval_path, self.evaluations)
+        if isinstance(self.source, LiveSource):
+            kept = {(e.label, e.after_step) for e in self.evaluations}
+            await anyio.to_thread.run_sync(self.source.log.keep, step, kept)
         await self._plot()
         return step
 
@@ -183,11 +187,12 @@ class Trainer:
         to ``eval.jsonl`` and drawn on ``reward.png``; ``on_progress`` after each task."""
         if not isinstance(self.source, LiveSource):
             raise TypeError("held-out evaluation needs the live source")
-        results = await self.source.evaluate(partial(on_progress, label))
+        after_step = len(self.history)
+        results = await self.source.evaluate(label, after_step, partial(on_progress, label))
         rewards = [r for r in results if r is not None]
         evaluation = Evaluation(
             label=label,
-            after_step=len(self.history),
+            after_step=after_step,
             rollouts=len(rewards),
             failed_rollouts=len(results) - len(rewards),
             mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,

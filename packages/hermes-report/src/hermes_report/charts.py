@@ -150,3 +150,53 @@ def line(
         f'<text x="{left + 4}" y="24">{escape(y_label)}</text></svg>'
     )
     return _figure(name, title, svg)
+
+
+def by_step(
+    name: str,
+    title: str,
+    series: Sequence[tuple[str, Sequence[tuple[int, float, str]]]],
+    *,
+    max_value: float = 1.0,
+) -> str:
+    """One polyline per ``(series name, points)`` over the steps, each point ``(step, value,
+    label)`` a dot with the tooltip ``series step N: label``; the y scale is 0 to
+    ``max_value`` (or the largest value above it)."""
+    steps = [s for _, points in series for s, _, _ in points]
+    if not steps:
+        return _empty(name, title)
+    x0, x1 = min(steps), max(steps)
+    x1 = x1 if x1 > x0 else x0 + 1
+    y1 = max([max_value, *(v for _, points in series for _, v, _ in points)])
+    height, base, left = 150, 105, 30
+
+    def at(step: int, value: float) -> tuple[float, float]:
+        x = left + (step - x0) / (x1 - x0) * (WIDTH - left - 10)
+        return x, base - max(0.0, value) / y1 * (base - 10)
+
+    body = []
+    for index, (label, points) in enumerate(series):
+        ordered = sorted(points)
+        xy = [at(s, v) for s, v, _ in ordered]
+        line = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+        dots = "".join(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3"><title>{escape(label)} step {s}: '
+            f"{escape(text)}</title></circle>"
+            for (x, y), (s, _, text) in zip(xy, ordered, strict=True)
+        )
+        body.append(
+            f'<g class="series s{index}" data-series="{escape(label)}">'
+            f'<polyline points="{line}"></polyline>{dots}'
+            f'<text x="{left + 4 + 120 * index}" y="{height - 4}">● {escape(label)}</text></g>'
+        )
+    svg = (
+        f'<svg viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img">'
+        f'<line x1="{left}" y1="{base}" x2="{WIDTH - 10}" y2="{base}"></line>'
+        f'<line x1="{left}" y1="10" x2="{left}" y2="{base}"></line>'
+        f'<text x="{left - 3}" y="16" text-anchor="end">{escape(_num(y1))}</text>'
+        f'<text x="{left - 3}" y="{base}" text-anchor="end">0</text>'
+        f'<text x="{left}" y="{base + 14}">step {x0}</text>'
+        f'<text x="{WIDTH - 10}" y="{base + 14}" text-anchor="end">step {x1}</text>'
+        f"{''.join(body)}</svg>"
+    )
+    return _figure(name, title, svg)

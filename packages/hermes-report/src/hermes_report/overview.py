@@ -1,5 +1,6 @@
 """The overview section: counts, reward, pass rates, stop reasons, turns, tokens, tools,
-parse errors, drift and throughput, accumulated one record at a time."""
+parse errors, drift and throughput, accumulated one record at a time; for a training run's
+records (:class:`~hermes_protocols.formats.TrainingTag`), the mean reward by step."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from html import escape
 from typing import Any
+
+from hermes_protocols.formats import TRAIN_PHASE, TrainingTag
 
 from hermes_report import charts
 from hermes_report.model import failures_recorded, tool_stats
@@ -51,6 +54,10 @@ class Overview:
         self.noncanonical = 0
         self.lossy = 0
         self.finished_at: list[float] = []
+        #: a training run's rewards: per training step, and per evaluation ``(step, label)``
+        self.step_rewards: defaultdict[int, list[float]] = defaultdict(list)
+        self.eval_rewards: defaultdict[tuple[int, str], list[float]] = defaultdict(list)
+        self.training_run = False
 
     def add(self, record: Mapping[str, Any], row: Mapping[str, Any]) -> None:
         """Count one rollout (its record and its :func:`hermes_report.model.row`)."""
@@ -64,6 +71,13 @@ class Overview:
         if status == "failed":
             return
         reward = row["r"]
+        tag = TrainingTag.of(record)
+        self.training_run |= tag is not None
+        if reward is not None and tag is not None:
+            if tag.phase == TRAIN_PHASE:
+                self.step_rewards[tag.step].append(reward)
+            else:
+                self.eval_rewards[(tag.step, str(tag.label))].append(reward)
         if reward is not None:
             self.rewards.append(reward)
             passed = int(reward >= PASS_THRESHOLD)
@@ -140,6 +154,22 @@ class Overview:
         body = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
         return f'<table class="counts" data-table="drift">{body}</table>{meaning}'
 
+    def _by_step(self) -> str:
+        """Mean reward of each training step's rollouts, and of each held-out evaluation at
+        the step it followed."""
+
+        def mean(values: list[float]) -> tuple[float, str]:
+            value = sum(values) / len(values)
+            return value, f"{value:.3f} ({len(values)} rollouts)"
+
+        train = [(step, *mean(v)) for step, v in sorted(self.step_rewards.items())]
+        held_out = [(step, *mean(v)) for (step, _), v in sorted(self.eval_rewards.items())]
+        return charts.by_step(
+            "reward_by_step",
+            "Mean reward by step (training rollouts; held-out evaluations)",
+            [("training", train), ("held-out", held_out)],
+        )
+
     def html(self) -> str:
         """The overview section's inner HTML."""
 
@@ -182,6 +212,8 @@ class Overview:
                 y_label="rollouts",
             ),
         ]
+        if self.training_run:
+            figures.insert(0, self._by_step())
         drift = (
             f'<figure class="chart" data-chart="drift"><figcaption>Drift</figcaption>'
             f"{self._drift_table()}</figure>"

@@ -1,4 +1,5 @@
-"""Where records come from: a batch-runner run directory or an Atropos ``process`` JSONL.
+"""Where records come from: a batch-runner run directory (or a trainer's output, whose
+``rollouts/`` is one) or an Atropos ``process`` JSONL.
 
 Both are streamed line by line and read through :mod:`hermes_protocols.formats`, the types
 their writers use (a record or group of another format version is refused in one line). An
@@ -15,7 +16,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from hermes_protocols.formats import AtroposGroup, RunDirectory, check_trajectory_version
+from hermes_protocols.formats import (
+    AtroposGroup,
+    RunDirectory,
+    check_trajectory_version,
+    training_rollouts,
+)
 
 TOKENIZER_FILE = RunDirectory(Path()).tokenizer.name
 
@@ -87,13 +93,25 @@ def is_group(value: Mapping[str, Any]) -> bool:
     return isinstance(value.get("scores"), list) and isinstance(value.get("tokens"), list)
 
 
+def run_root(path: Path) -> Path:
+    """The run directory ``path`` names: itself, or a trainer output's ``rollouts/`` when
+    ``path`` holds no run itself but that does."""
+    rollouts = training_rollouts(path)
+    if not RunDirectory(path).holds_a_run() and RunDirectory(rollouts).holds_a_run():
+        return rollouts
+    return path
+
+
 def records_from(path: Path) -> Iterator[dict[str, Any]]:
-    """The records at ``path``: a run directory, an Atropos JSONL or a JSONL of records."""
+    """The records at ``path``: a run directory (``path`` as :func:`run_root` resolves it), an
+    Atropos JSONL or a JSONL of records."""
     if path.is_dir():
+        path = run_root(path)
         if not RunDirectory(path).holds_a_run():
             raise ReportSourceError(
                 f"{path} is not a run directory (no trajectories.jsonl, failed.jsonl or "
-                "filtered.jsonl): pass a batch-runner run directory or a JSONL file"
+                "filtered.jsonl, nor a trainer's rollouts/ with them): pass a batch-runner run "
+                "directory, a trainer's --output or a JSONL file"
             )
         return run_dir_records(path)
     if not path.is_file():
