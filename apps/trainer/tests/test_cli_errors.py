@@ -98,6 +98,10 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
             ],
             "--steps: recorded 20, given 30",
         ),
+        "keep activations with tinker": (
+            ["--keep-activations", "--tinker-model", "m", *run],
+            "--keep-activations",
+        ),
         "init adapter with tinker": (
             ["--init-adapter", str(_adapter(tmp / "t.gguf")), "--tinker-model", "m", *run],
             "--init-adapter",
@@ -142,6 +146,7 @@ CASES = (
     "init adapter not a gguf",
     "init adapter of another rank",
     "init adapter with tinker",
+    "keep activations with tinker",
     "negative clip eps",
     "bad loss norm",
     "warmup past the run",

@@ -246,6 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.wandb_project,
         help=f"the wandb run's project (default {defaults.wandb_project})",
     )
+    add(
+        "--keep-activations",
+        action="store_true",
+        help="keep every layer's activations for the backward pass instead of recomputing "
+        "them: about 3.4x the update's memory, for an update up to 1.4x faster",
+    )
     add("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
@@ -300,6 +306,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         ray_python=args.ray_python,
         log_to=tuple(name for name in args.log_to.split(",") if name),
         wandb_project=args.wandb_project,
+        keep_activations=args.keep_activations,
     )
     if args.prefill_messages is None:
         return config

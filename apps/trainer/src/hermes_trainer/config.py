@@ -89,8 +89,9 @@ class TrainConfig:
     adapter GGUF instead of a new one. ``sandbox`` (one of :data:`SANDBOXES`), ``sandbox_image``
     (docker), ``ray_address`` and ``ray_python`` (ray) choose the live source's sandboxes.
     ``log_to`` sends the metrics to TensorBoard and/or wandb too (:mod:`hermes_trainer.loggers`;
-    ``wandb_project``: the wandb run's). Every error is a ``ConfigError`` naming the
-    command-line option."""
+    ``wandb_project``: the wandb run's). ``keep_activations``: the local learner keeps every
+    layer's activations for the backward pass instead of recomputing them (more memory). Every
+    error is a ``ConfigError`` naming the command-line option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_positive)
@@ -133,6 +134,7 @@ class TrainConfig:
     ray_python: str | None = None
     log_to: tuple[str, ...] = ()
     wandb_project: str = "hermes-rl"
+    keep_activations: bool = False
 
     def __attrs_post_init__(self) -> None:
         live = self.live
@@ -148,6 +150,8 @@ class TrainConfig:
                 "--init-adapter starts the local learner; a Tinker run starts from "
                 "--tinker-model's weights"
             )
+        if self.keep_activations and self.tinker is not None:
+            raise ConfigError("--keep-activations is the local learner's: Tinker trains remotely")
         if self.objective not in ("grpo", "sft"):
             raise ConfigError(f"--objective must be grpo or sft, got {self.objective!r}")
         if not self.temperature > 0:
@@ -234,7 +238,7 @@ class TrainConfig:
 #: options a resumed run may change (they do not change what a step computes)
 RESUMABLE = frozenset(
     {"steps", "threads", "checkpoint_every", "eval_every", "resume", "log_to", "wandb_project"}
-    | {"sandbox", "sandbox_image", "ray_address", "ray_python"}
+    | {"sandbox", "sandbox_image", "ray_address", "ray_python", "keep_activations"}
 )
 
 

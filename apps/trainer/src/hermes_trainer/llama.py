@@ -114,8 +114,8 @@ def token_logprobs(
     draws from. One plain sequence: ``positions = arange``, ``segments = 0``. With ``remat``
     the backward pass recomputes each layer's activations instead of keeping all of them
     (the attention weights alone are ``heads x tokens^2`` floats per layer): measured on 4 rows
-    of 1,536 tokens, peak RSS 3.2 GB instead of 11.1 GB, updates no slower, the same loss
-    (``benchmarks/bench_trainer_memory.py``: its baseline is the one ``remat=False``)."""
+    of 1,536 tokens, peak RSS 3.1 GiB instead of 10.6 GiB, the same loss, the update up to 1.4x
+    slower (``benchmarks/bench_trainer_memory.py``; ``--keep-activations`` turns it off)."""
     layer_weights = {kind: params[kind] for kind in (*PROJECTIONS, "attn_norm", "ffn_norm")}
 
     allowed = attention_mask(positions, segments)

@@ -259,6 +259,7 @@ async def open_trainer(config: TrainConfig) -> AsyncIterator[Trainer]:
             start=None if initial is None else initial.lora,
             steps=config.steps,
             budget_tokens=config.max_tokens * config.max_turns,
+            remat=not config.keep_activations,
         )
     )
     async with open_source(config, model_path, environment) as source:
