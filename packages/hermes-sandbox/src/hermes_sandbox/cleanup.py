@@ -114,6 +114,20 @@ def _remove_host(host_dir: str, dry_run: bool) -> list[Removed]:
     ]
 
 
+def remove_orphaned_host(host_dir: str) -> list[Removed]:
+    """Remove the host at ``host_dir`` whose owner is known to be gone (its reaper saw it die,
+    :mod:`~hermes_sandbox.backends.host_reaper`): its processes, mounts, directory and cgroups,
+    without the liveness check of a sweep (a dead owner not yet reaped still looks alive).
+    Failures are reported as ``skipped``, never raised."""
+    root, host_id = os.path.split(host_dir)
+    removed = _remove_host(host_dir, dry_run=False)
+    try:
+        remove_host_cgroups(subtree_for(root), host_id)
+    except OSError as exc:
+        removed.append(Removed("skipped", f"cgroup {subtree_for(root)}/{host_id}: {exc}"))
+    return removed
+
+
 def hosts_removed(removed: Sequence[Removed]) -> int:
     """How many dead hosts a sweep removed (by directory or, when only that was left, cgroup)."""
     names = {os.path.basename(r.what) for r in removed if r.kind in ("host", "cgroup")}

@@ -28,6 +28,7 @@ from hermes_sandbox.backends.base import HostSpec
 from hermes_sandbox.backends.bwrap import BwrapBackend, BwrapConfig
 from hermes_sandbox.backends.bwrap_slot import BwrapSlot
 from hermes_sandbox.backends.directory_host import DirectoryHost
+from hermes_sandbox.backends.host_reaper import HostReaper
 from hermes_sandbox.file_window import TextWindow
 from hermes_sandbox.server import wire
 
@@ -58,11 +59,14 @@ async def _failures() -> AsyncIterator[None]:
 
 class SandboxHostActor:
     """One bwrap host on the node this actor was placed on (created by the driver through
-    ``ray.remote``; never detached, so it dies with the driver that owns it)."""
+    ``ray.remote``; never detached, so it dies with the driver that owns it). A
+    :class:`HostReaper` removes the host's mounts, directories and cgroups on the node when the
+    actor dies without closing it."""
 
     def __init__(self, config: BwrapConfig) -> None:
         self._backend = BwrapBackend(config)
         self._host: DirectoryHost | None = None
+        self._reaper: HostReaper | None = None
         self._staging = ""
 
     def _live(self) -> DirectoryHost:
@@ -76,6 +80,10 @@ class SandboxHostActor:
 
         async with _failures():
             await self._backend.sweep_orphans(spec.pool_name)
+            # watched before it exists: a kill at any later point leaves nothing behind
+            self._reaper = await HostReaper.start(
+                os.path.join(self._backend.config.root_dir, spec.host_id)
+            )
             host = await self._backend.start_host(spec)
         assert isinstance(host, DirectoryHost)
         self._host = host
@@ -173,3 +181,6 @@ class SandboxHostActor:
         host, self._host = self._host, None
         if host is not None:
             await host.close()
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            await reaper.stop()
