@@ -38,6 +38,8 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
     run = ["--output", str(tmp / "run")]
     return {
         "negative eval items": (["--eval-items", "-1", "--steps", "1", *run], "--eval-items"),
+        "steps 0 without an evaluation": (["--steps", "0", *run], "--steps 0"),
+        "negative steps": (["--steps", "-1", *run], "--steps"),
         "output under /proc": (["--output", "/proc/x"], "--output"),
         "output is a file": (["--output", str(existing)], "--output"),
         # sysfs refuses new files even to root, where a chmod-ed directory would not
@@ -155,6 +157,8 @@ CASES = (
     "negative kl coef",
     "knob with tinker",
     "resume with a longer decaying schedule",
+    "steps 0 without an evaluation",
+    "negative steps",
 )
 
 

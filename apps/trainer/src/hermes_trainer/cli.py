@@ -97,7 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--min-reward", type=float, default=1.0, help="sft: rollouts with reward >= this train")
     add("--adapter", type=Path, help="adapter file (default: OUTPUT/adapter.gguf)")
     add("--output", help="run directory (default: runs/train-<UTC timestamp>)")
-    add("--steps", type=int, default=defaults.steps, help="at most this many steps")
+    add(
+        "--steps",
+        type=int,
+        default=defaults.steps,
+        help="at most this many steps (0: only evaluate the starting weights; needs --eval-items)",
+    )
     add("--groups-per-step", type=int, default=defaults.groups_per_step)
     add("--group-size", type=int, default=defaults.group_size)
     add(
@@ -439,8 +444,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(history) < config.steps and interruption.signum is None:
         console.print(f"the source ran out after {len(history)} steps", highlight=False)
     saved = [m.weights for m in history if m.weights is not None]
+    kind, name = ("metrics", "metrics.jsonl") if config.steps else ("evaluation", "eval.jsonl")
     console.print(
-        f"metrics: {config.output / 'metrics.jsonl'}, plot: {config.output / 'reward.png'}, "
+        f"{kind}: {config.output / name}, plot: {config.output / 'reward.png'}, "
         f"weights: {saved[-1] if saved else 'none (no step updated)'}",
         highlight=False,
     )

@@ -80,8 +80,9 @@ class TrainConfig:
     ``difficulties`` are ``endless_terminals``' (ignored for any other environment).
     ``prefill_messages`` defaults to the shipped ``write_word`` demonstration. ``eval_items``
     held-out tasks (``group_size`` rollouts each) are run before and after training and every
-    ``eval_every`` steps (live source only). ``objective`` ``sft`` trains on rollouts with
-    ``reward >= min_reward``; ``grpo`` with the live source needs groups of 2 or more.
+    ``eval_every`` steps (live source only); ``steps`` 0 only evaluates the starting weights.
+    ``objective`` ``sft`` trains on rollouts with ``reward >= min_reward``; ``grpo`` with the
+    live source needs groups of 2 or more.
     ``tinker``: sample and train through the Tinker API instead of the embedded model and the
     local learner (live source, temperature 1). The local learner writes a checkpoint every
     ``checkpoint_every`` steps; ``resume`` continues the run in ``output`` from it (the same
@@ -94,7 +95,7 @@ class TrainConfig:
     error is a ``ConfigError`` naming the command-line option."""
 
     output: Path
-    steps: int = attrs.field(default=20, validator=_positive)
+    steps: int = attrs.field(default=20, validator=_at_least(0))
     groups_per_step: int = attrs.field(default=4, validator=_positive)
     group_size: int = attrs.field(default=8, validator=_positive)
     env: str = ENVIRONMENT.value
@@ -143,6 +144,8 @@ class TrainConfig:
             raise ConfigError("train from --atropos-url or from --trajectories, not both")
         if self.eval_items and not live:
             raise ConfigError("--eval-items runs with the live sampler only")
+        if self.steps == 0 and not self.eval_items:
+            raise ConfigError("--steps 0 only evaluates the starting weights: add --eval-items N")
         if self.eval_every and not self.eval_items:
             raise ConfigError("--eval-every needs --eval-items N: the held-out tasks it runs")
         if self.init_adapter is not None and self.tinker is not None:
