@@ -40,6 +40,10 @@ def _cases(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "negative eval items": (["--eval-items", "-1", "--steps", "1", *run], "--eval-items"),
         "steps 0 without an evaluation": (["--steps", "0", *run], "--steps 0"),
         "negative steps": (["--steps", "-1", *run], "--steps"),
+        "overlap of another source": (
+            ["--overlap", "--trajectories", str(tmp), *run],
+            "--overlap",
+        ),
         "output under /proc": (["--output", "/proc/x"], "--output"),
         "output is a file": (["--output", str(existing)], "--output"),
         # sysfs refuses new files even to root, where a chmod-ed directory would not
@@ -159,6 +163,7 @@ CASES = (
     "resume with a longer decaying schedule",
     "steps 0 without an evaluation",
     "negative steps",
+    "overlap of another source",
 )
 
 

@@ -257,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep every layer's activations for the backward pass instead of recomputing "
         "them: about 3.4x the update's memory, for an update up to 1.4x faster",
     )
+    add(
+        "--overlap",
+        action="store_true",
+        help="sample step N+1 while step N's update runs, with the weights before that update "
+        "(policy lag 1; the live source and the local learner)",
+    )
     add("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
@@ -312,6 +318,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         log_to=tuple(name for name in args.log_to.split(",") if name),
         wandb_project=args.wandb_project,
         keep_activations=args.keep_activations,
+        overlap=args.overlap,
     )
     if args.prefill_messages is None:
         return config

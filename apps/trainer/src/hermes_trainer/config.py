@@ -91,8 +91,10 @@ class TrainConfig:
     (docker), ``ray_address`` and ``ray_python`` (ray) choose the live source's sandboxes.
     ``log_to`` sends the metrics to TensorBoard and/or wandb too (:mod:`hermes_trainer.loggers`;
     ``wandb_project``: the wandb run's). ``keep_activations``: the local learner keeps every
-    layer's activations for the backward pass instead of recomputing them (more memory). Every
-    error is a ``ConfigError`` naming the command-line option."""
+    layer's activations for the backward pass instead of recomputing them (more memory).
+    ``overlap``: the live source samples step N+1 with the weights before step N's update while
+    that update runs (policy lag 1). Every error is a ``ConfigError`` naming the command-line
+    option."""
 
     output: Path
     steps: int = attrs.field(default=20, validator=_at_least(0))
@@ -136,6 +138,7 @@ class TrainConfig:
     log_to: tuple[str, ...] = ()
     wandb_project: str = "hermes-rl"
     keep_activations: bool = False
+    overlap: bool = False
 
     def __attrs_post_init__(self) -> None:
         live = self.live
@@ -155,6 +158,11 @@ class TrainConfig:
             )
         if self.keep_activations and self.tinker is not None:
             raise ConfigError("--keep-activations is the local learner's: Tinker trains remotely")
+        if self.overlap and (not live or self.tinker is not None):
+            raise ConfigError(
+                "--overlap samples with the embedded model during the local learner's update: "
+                "not with --atropos-url, --trajectories or --tinker-model"
+            )
         if self.objective not in ("grpo", "sft"):
             raise ConfigError(f"--objective must be grpo or sft, got {self.objective!r}")
         if not self.temperature > 0:

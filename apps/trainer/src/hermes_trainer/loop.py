@@ -21,6 +21,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
+import attrs
 from hermes_protocols import Environment
 from hermes_rollouts import Interruption, reference_slug, resolve_model_path
 
@@ -106,25 +107,37 @@ class Trainer:
         self.evaluations: list[Evaluation] = []
         #: where each line of ``metrics.jsonl`` and ``eval.jsonl`` also goes (``--log-to``)
         self.loggers: Sequence[MetricsLogger] = ()
+        #: set when the run is to end after the current step (a sampling ahead stops)
+        self.drain = anyio.Event()
+        #: with ``overlap``: the next step and its groups, sampled during this step's update
+        self._ahead: tuple[int, Collected | None] | None = None
 
     async def step(self, step: int) -> StepMetrics | None:
         """Collect this step's groups, update, write and publish the adapter, record metrics;
         ``None`` when the source has nothing left."""
         config = self.config
-        collected = await self.source.collect(step)
+        ahead, self._ahead = self._ahead, None
+        collected = ahead[1] if ahead and ahead[0] == step else await self.source.collect(step)
         if collected is None:
             return None
         started = anyio.current_time()
+        waited = 0.0  # for the groups sampled ahead, after the update was done
         batch = build_batch(
             collected.groups, objective=config.objective, min_reward=config.min_reward
         )
         stats: UpdateStats | None = None
         weights: Weights | None = None
         if batch.groups:
-            stats = await self.learner.update(batch.groups)
-            weights = await self.learner.save(step)
-            await self.source.publish(weights, step)
-        metrics = _metrics(step, collected, batch, stats, anyio.current_time() - started, weights)
+            async with anyio.create_task_group() as tg:
+                if config.overlap and step < config.steps:
+                    tg.start_soon(self._collect_ahead, step + 1)
+                stats = await self.learner.update(batch.groups)
+                weights = saved = await self.learner.save(step)
+                updated = anyio.current_time()
+            waited = anyio.current_time() - updated
+            await self.source.publish(saved, step)
+        update_s = anyio.current_time() - started - waited
+        metrics = _metrics(step, collected, batch, stats, update_s, weights)
         self.history.append(metrics)
         self.last_batch = batch
         await self._append(self.metrics_path, metrics)
@@ -133,6 +146,16 @@ class Trainer:
             await anyio.to_thread.run_sync(write_checkpoint, self.output, step, state)
         await self._plot()
         return metrics
+
+    async def _collect_ahead(self, step: int) -> None:
+        """Step ``step``'s groups, sampled by the weights before the update now running
+        (policy lag 1); given up when the run drains."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when_set, self.drain, tg.cancel_scope)
+            collected = await self.source.collect(step)
+            lagged = None if collected is None else attrs.evolve(collected, policy_lag=1.0)
+            self._ahead = (step, lagged)
+            tg.cancel_scope.cancel()
 
     async def begin(self) -> int:
         """The step the run continues after: the checkpoint's with ``resume`` (:meth:`resume`),
@@ -294,6 +317,7 @@ async def train(
                     config=config_record(config),
                 ) as loggers:
                     trainer.loggers = loggers
+                    trainer.drain = stop.drain
                     evaluate = partial(_evaluate, trainer, on_eval, on_eval_progress)
                     if config.eval_items and _due(config, start):  # a resumed run's included
                         await evaluate(f"step {start}" if start else _first_label(config))
