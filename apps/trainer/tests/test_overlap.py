@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import anyio
-import attrs
 import pytest
 from hermes_trainer.config import MEASURED_RECIPE, TrainConfig
 from hermes_trainer.loop import train
@@ -18,18 +17,19 @@ from hermes_trainer.loop import train
 @pytest.mark.heavy
 @pytest.mark.e2e
 def test_each_step_after_the_first_samples_during_the_update_before_it(tmp_path: Path) -> None:
-    config = attrs.evolve(
-        TrainConfig(
-            output=tmp_path / "run",
-            steps=3,
-            groups_per_step=1,
-            group_size=2,
-            objective="sft",
-            min_reward=0.0,  # every rollout trains: every step updates, so every step overlaps
-            threads=1,
-            overlap=True,
-        ),
-        **{**MEASURED_RECIPE, "max_turns": 1, "max_tokens": 24},
+    config = TrainConfig(
+        output=tmp_path / "run",
+        steps=3,
+        groups_per_step=1,
+        group_size=2,
+        objective="sft",
+        min_reward=0.0,  # every rollout trains: every step updates, so every step overlaps
+        threads=1,
+        overlap=True,
+        temperature=MEASURED_RECIPE["temperature"],
+        context_tokens=int(MEASURED_RECIPE["context_tokens"]),
+        max_turns=1,
+        max_tokens=24,
     )
     history = anyio.run(lambda: train(config))
     assert [m.step for m in history] == [1, 2, 3]
