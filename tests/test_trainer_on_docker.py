@@ -6,6 +6,7 @@ apps/trainer/tests/test_cli_errors.py."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -71,6 +72,8 @@ async def test_a_step_of_the_live_source_samples_its_group_in_docker(tmp_path: P
     assert len(group) == GROUP
     assert (collected.generated_tokens or 0) > 0
     assert _containers() == [], "a container outlived the closed source"
+    records = (tmp_path / "rollouts" / "trajectories.jsonl").read_text().splitlines()
+    assert [json.loads(r)["step"] for r in records] == [1] * GROUP  # the run's rollout log
 
 
 async def _watch(seen: set[str]) -> None:
