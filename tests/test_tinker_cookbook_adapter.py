@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
+import psutil  # type: ignore[import-untyped]
 import pytest
 from hermes_envs import RolloutRunner, RunnerConfig, ScriptAgent
 from hermes_protocols import Item
