@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hermes_protocols import BackendError, Item, ScoredRollout
+from hermes_protocols import BackendError, FinishReason, Item, ScoredRollout
 from hermes_rollouts import (
     Action,
     DrivenEpisode,
@@ -29,7 +29,7 @@ from hermes_tinker_cookbook_env.cookbook_import import Env, EnvGroupBuilder, Ste
 
 #: looks up the logprobs a policy sampled an action with after a prompt (``None``: unknown)
 LogprobLookup = Callable[[tuple[int, ...], tuple[int, ...]], tuple[float, ...] | None]
-FINISH_REASONS = {"stop": "stop", "length": "length"}
+FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
 
 
 def _no_logprobs(prompt: tuple[int, ...], action: tuple[int, ...]) -> None:
@@ -57,7 +57,7 @@ class HermesEnv(Env):  # type: ignore[misc]
         ids = tuple(action)
         reason = FINISH_REASONS.get(str((extra or {}).get("stop_reason", "stop")), "stop")
         found = await self.episode.step(
-            Action(ids, self._logprobs(self._prompt, ids), finish_reason=reason)  # type: ignore[arg-type]
+            Action(ids, self._logprobs(self._prompt, ids), finish_reason=reason)
         )
         if isinstance(found, ScoredRollout):
             judged_reward(found)  # an unjudged rollout raises here, not as a 0.0 reward

@@ -75,12 +75,14 @@ class DrivenBackend:
         channel = _EPISODE.get(None)
         if channel is None:
             raise BackendError("a driven model generates only inside a DrivenEpisode")
-        with anyio.fail_after(STEP_TIMEOUT_S):
-            await channel.prompts.send(tuple(prompt_ids))
-            try:
+        try:
+            with anyio.fail_after(STEP_TIMEOUT_S):
+                await channel.prompts.send(tuple(prompt_ids))
                 action = await channel.actions.receive()
-            except anyio.EndOfStream as exc:
-                raise BackendError("the policy stopped before answering a prompt") from exc
+        except TimeoutError as exc:
+            raise BackendTimeout(f"the policy gave no action in {STEP_TIMEOUT_S:.0f} s") from exc
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise BackendError("the policy stopped before answering a prompt") from exc
         logprobs = action.logprobs
         if logprobs is None:
             return Generation(
@@ -132,7 +134,13 @@ async def open_driven_session(spec: RolloutSpec) -> AsyncIterator[DrivenSession]
 class DrivenEpisode:
     """One rollout of a driven session, stepped by its caller: :meth:`start` returns the first
     prompt, :meth:`step` each next one, or the finished rollout. :meth:`close` cancels a
-    rollout still running and waits for its slot's release (safe to call twice)."""
+    rollout still running and waits for its slot's release (safe to call twice).
+
+    The rollout runs as an asyncio task of its own, not in an AnyIO task group: it must outlive
+    each :meth:`start`/:meth:`step` call, and a trainer's ``Env`` API (tinker-cookbook's) has no
+    scope around an episode to hold a task group open in; :meth:`close` is that scope's end.
+    The channel reaches the rollout's model calls through a context variable, which each task
+    copies when it starts (no state shared between episodes)."""
 
     def __init__(
         self, session: RolloutSession, item: Item, *, seed: int, group_index: int = 0
