@@ -84,13 +84,15 @@ def user_tmp() -> Iterator[Path]:
     yield from traversable_tmp()
 
 
-def group_rollouts(cwd: Path, tmp: Path, args: list[str]) -> UserCommand:
-    """Start the launcher as a user does (its own process group, bwrap hosts under ``tmp``)."""
+def group_rollouts(
+    cwd: Path, tmp: Path, args: list[str], *, launcher: Path = LAUNCHER
+) -> UserCommand:
+    """Start ``launcher`` as a user does (its own process group, bwrap hosts under ``tmp``)."""
     if not VENV_PYTHON.is_file():
         pytest.skip(
             f"tinker-cookbook is not installed at {VENV_PYTHON}: run .ci/tinker-cookbook.sh"
         )
-    return UserCommand(str(VENV_PYTHON), [str(LAUNCHER), *args], cwd=cwd, tmp=tmp)
+    return UserCommand(str(VENV_PYTHON), [str(launcher), *args], cwd=cwd, tmp=tmp)
 
 
 def doc_command(out: Path) -> list[str]:
@@ -250,3 +252,15 @@ def test_interrupted_mid_rollout_it_exits_and_leaves_no_sandbox(
     assert command.wait(timeout=EXIT_S) != 0, command.output[-4000:]
     assert command.leftovers(settle_s=10) == []
     assert not (tmp_path / "g.jsonl").exists()
+
+
+@pytest.mark.timeout(600)
+def test_a_cancelled_group_rollout_ends_its_rollouts(tmp_path: Path, user_tmp: Path) -> None:
+    """``do_group_rollout`` cancelled while its rollouts run, the session still open: the
+    builder's ``cleanup`` has ended every rollout (their slots released) before it returns."""
+    script = ROOT / "tests/tinker_cookbook_cancel.py"
+    command = group_rollouts(tmp_path, user_tmp, [], launcher=script)
+    assert command.wait(timeout=500) == 0, command.output[-4000:]
+    assert command.leftovers() == []
+    result = json.loads(command.output.strip().splitlines()[0])
+    assert result == {"started": 2, "running": [False, False]}

@@ -193,6 +193,11 @@ class DrivenEpisode:
         finally:
             _EPISODE.reset(token)
 
+    @property
+    def running(self) -> bool:
+        """Whether the rollout started and has not ended (its slot may be held)."""
+        return self._task is not None and not self._task.done()
+
     async def close(self) -> None:
         task = self._task
         if task is not None and not task.done():
