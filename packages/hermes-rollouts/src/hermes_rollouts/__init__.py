@@ -24,6 +24,16 @@ from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, St
 from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_object_option
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
+from hermes_rollouts.driven import (
+    STEP_TIMEOUT_S,
+    Action,
+    DrivenBackend,
+    DrivenEpisode,
+    DrivenSession,
+    InfrastructureFailure,
+    judged_reward,
+    open_driven_session,
+)
 from hermes_rollouts.env_check import check_environment
 from hermes_rollouts.environment import (
     EMBEDDED_TOOLSETS,
@@ -126,8 +136,10 @@ __all__ = [
     "SANDBOX_SLOTS",
     "SEED",
     "SERVER_TYPES",
+    "STEP_TIMEOUT_S",
     "TEMPERATURE",
     "TOOLSET_NAMES",
+    "Action",
     "AdapterFile",
     "AgentBudgets",
     "BackendKind",
@@ -135,10 +147,14 @@ __all__ = [
     "CommandParser",
     "Credentials",
     "DatasetEnvironment",
+    "DrivenBackend",
+    "DrivenEpisode",
+    "DrivenSession",
     "EnvironmentCheckReport",
     "EnvironmentInfo",
     "EnvironmentPlugin",
     "EnvironmentSpec",
+    "InfrastructureFailure",
     "Interruption",
     "ListEnvironments",
     "LoadedDataset",
@@ -180,8 +196,10 @@ __all__ = [
     "item_from_json",
     "item_json",
     "json_object_option",
+    "judged_reward",
     "load_dataset",
     "model_view",
+    "open_driven_session",
     "open_session",
     "parser_names",
     "prefill_messages",
