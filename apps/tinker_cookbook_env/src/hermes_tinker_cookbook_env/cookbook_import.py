@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import tinker  # type: ignore[import-not-found]
+import tinker  # type: ignore[import-not-found, unused-ignore]  # the trainer syncs it
 from tinker_cookbook.completers import (  # type: ignore[import-not-found]
     TokenCompleter,
     TokensWithLogprobs,
