@@ -96,9 +96,10 @@ class CreationLimiter:
         self.starting = anyio.Semaphore(max_starting)
 
     async def wait_turn(self) -> None:
+        """Return at least ``1 / rate`` seconds after the previous caller returned (the wait
+        holds the lock: a turn delayed by a busy loop never lets the next one follow closer)."""
         async with self._lock:
-            now = time.monotonic()
-            delay = self._next - now
-            self._next = max(now, self._next) + self._interval
-        if delay > 0:
-            await anyio.sleep(delay)
+            delay = self._next - time.monotonic()
+            if delay > 0:
+                await anyio.sleep(delay)
+            self._next = time.monotonic() + self._interval
