@@ -20,11 +20,19 @@ from hermes_sandbox.factory import (
 from hermes_rollouts.adapter_file import AdapterFile, file_sha256
 from hermes_rollouts.atropos_api import pull_batch, register_trainer
 from hermes_rollouts.boundary import root_error
+from hermes_rollouts.chat_messages import message_dict, tools_chat_template
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
 from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_object_option
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
 from hermes_rollouts.env_check import check_environment
+from hermes_rollouts.episodes import (
+    BlockingEpisodes,
+    Episode,
+    EpisodeHost,
+    blocking_episodes,
+    open_episode_host,
+)
 from hermes_rollouts.environment import (
     EMBEDDED_TOOLSETS,
     build_environment,
@@ -130,6 +138,7 @@ __all__ = [
     "TOOLSET_NAMES",
     "AdapterFile",
     "AgentBudgets",
+    "BlockingEpisodes",
     "BackendKind",
     "CheckResult",
     "CommandParser",
@@ -139,6 +148,8 @@ __all__ = [
     "EnvironmentInfo",
     "EnvironmentPlugin",
     "EnvironmentSpec",
+    "Episode",
+    "EpisodeHost",
     "Interruption",
     "ListEnvironments",
     "LoadedDataset",
@@ -162,6 +173,7 @@ __all__ = [
     "TokenizerDir",
     "ToolsetSpec",
     "available_environments",
+    "blocking_episodes",
     "build_environment",
     "check_environment",
     "check_spec",
@@ -181,7 +193,9 @@ __all__ = [
     "item_json",
     "json_object_option",
     "load_dataset",
+    "message_dict",
     "model_view",
+    "open_episode_host",
     "open_session",
     "parser_names",
     "prefill_messages",
@@ -196,6 +210,7 @@ __all__ = [
     "run_single_rollout",
     "spec_problems",
     "system_prompt",
+    "tools_chat_template",
     "tool_stats",
     "validate",
     "watch_signals",
