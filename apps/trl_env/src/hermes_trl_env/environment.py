@@ -14,7 +14,6 @@ from typing import Any
 import attrs
 from hermes_rollouts import (
     BlockingEpisodes,
-    Episode,
     RolloutOutcome,
     derive_seed,
     item_from_json,
@@ -43,8 +42,8 @@ def environment_factory(
     """The class for ``environment_factory``: its tools are ``episodes``' tools."""
     counter = itertools.count()
 
-    def __init__(self: Any) -> None:
-        self._episode: Episode | None = None
+    def init(self: Any) -> None:
+        self._episode = None
 
     def reset(self: Any, **row: Any) -> None:
         _abort(self)
@@ -71,7 +70,7 @@ def environment_factory(
             episodes.abort(episode)
 
     members: dict[str, Any] = {
-        "__init__": __init__,
+        "__init__": init,
         "__doc__": __doc__,
         "reset": reset,
         "get_reward": get_reward,

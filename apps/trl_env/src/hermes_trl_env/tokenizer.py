@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_rollouts import tools_chat_template
-from trl.chat_template_utils import qwen3_template
+from trl.chat_template_utils import qwen3_template  # type: ignore[import-not-found]
 
 
 def with_tool_template(tokenizer: Any) -> Any:

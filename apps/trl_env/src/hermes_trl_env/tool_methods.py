@@ -32,7 +32,9 @@ def tool_method(schema: ToolSchema) -> Callable[..., str]:
         hint: Any = kind if name in required else Optional[kind]  # noqa: UP045 (a runtime type)
         default = inspect.Parameter.empty if name in required else None
         parameters.append(
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint
+            )
         )
         annotations[name] = hint
         description = " ".join(str(prop.get("description") or name).split())

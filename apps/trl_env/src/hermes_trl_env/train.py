@@ -72,9 +72,10 @@ def rollout_spec(args: argparse.Namespace) -> RolloutSpec:
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
     """Run ``args.steps`` GRPO steps; the log history and the episodes' outcomes."""
-    from datasets import Dataset
+    # TRL's venv (.ci/trl.sh) has these, the workspace mypy checks does not
+    from datasets import Dataset  # type: ignore[import-untyped]
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[import-not-found]
 
     ledger = EpisodeLedger()
     with blocking_episodes(rollout_spec(args)) as episodes:

@@ -26,18 +26,18 @@ from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_o
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
 from hermes_rollouts.env_check import check_environment
+from hermes_rollouts.environment import (
+    EMBEDDED_TOOLSETS,
+    build_environment,
+    default_prefill,
+    default_toolsets,
+)
 from hermes_rollouts.episodes import (
     BlockingEpisodes,
     Episode,
     EpisodeHost,
     blocking_episodes,
     open_episode_host,
-)
-from hermes_rollouts.environment import (
-    EMBEDDED_TOOLSETS,
-    build_environment,
-    default_prefill,
-    default_toolsets,
 )
 from hermes_rollouts.models import TokenizerDir, hf_tokenizer_dir, resolve_model_path
 from hermes_rollouts.option_defaults import (
@@ -138,8 +138,8 @@ __all__ = [
     "TOOLSET_NAMES",
     "AdapterFile",
     "AgentBudgets",
-    "BlockingEpisodes",
     "BackendKind",
+    "BlockingEpisodes",
     "CheckResult",
     "CommandParser",
     "Credentials",
@@ -210,8 +210,8 @@ __all__ = [
     "run_single_rollout",
     "spec_problems",
     "system_prompt",
-    "tools_chat_template",
     "tool_stats",
+    "tools_chat_template",
     "validate",
     "watch_signals",
     "without_torch_notice",

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from functools import partial
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -126,7 +126,11 @@ class EpisodeHost:
 
 class _RunnerFactory:
     def __init__(
-        self, environment: Environment, pool: SlotPool, toolsets: Sequence[Toolset], spec: RolloutSpec
+        self,
+        environment: Environment,
+        pool: SlotPool,
+        toolsets: Sequence[Toolset],
+        spec: RolloutSpec,
     ) -> None:
         self.environment = environment
         self._pool = pool
@@ -184,7 +188,8 @@ class BlockingEpisodes:
 
     def call(self, episode: Episode, name: str, arguments: Mapping[str, Any]) -> str:
         """Run one tool of ``episode`` (see :meth:`Episode.call`)."""
-        return self._portal.call(self._within, episode.call, name, arguments)
+        content: str = self._portal.call(self._within, episode.call, name, arguments)
+        return content
 
     def finish(self, episode: Episode) -> RolloutOutcome:
         """Verify ``episode`` on its slot and release the slot: its reward, or why it has none."""
@@ -225,9 +230,9 @@ def blocking_episodes(
     and the pool closed. ``timeout_s`` bounds each wait (setup, a tool call, verify)."""
     with ExitStack() as stack:
         portal = stack.enter_context(start_blocking_portal())
-        host = stack.enter_context(portal.wrap_async_context_manager(
-            open_episode_host(spec, environment=environment)
-        ))
+        host = stack.enter_context(
+            portal.wrap_async_context_manager(open_episode_host(spec, environment=environment))
+        )
         episodes = BlockingEpisodes(portal, host, timeout_s)
         stack.callback(episodes.close)
         yield episodes
