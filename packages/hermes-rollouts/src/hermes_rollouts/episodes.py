@@ -51,6 +51,8 @@ class _Bridge:
     def __init__(self) -> None:
         self.started = anyio.Event()
         self.finished = anyio.Event()
+        self.scope = anyio.CancelScope()  # cancelled by an abort
+        self.done = anyio.Event()  # the rollout returned (its slot released) or was aborted
         self.executor: ToolExecutor | None = None
         self.messages: list[Message] = []
         self.turns = 0
@@ -75,27 +77,29 @@ class _Bridge:
 class Episode:
     """One rollout in progress: :meth:`call` runs a tool in its slot, :meth:`finish` verifies."""
 
-    def __init__(self, bridge: _Bridge, rollout: Future[ScoredRollout] | None = None) -> None:
-        self._bridge = bridge
+    def __init__(
+        self, bridge: _Bridge, rollout: Future[ScoredRollout | None] | None = None
+    ) -> None:
+        self.bridge = bridge
         self._calls = itertools.count()
         self.rollout = rollout
 
     async def call(self, name: str, arguments: Mapping[str, Any]) -> str:
         """Run tool ``name`` in the episode's slot; the model sees the returned text."""
-        executor = self._bridge.executor
+        executor = self.bridge.executor
         assert executor is not None, "the episode has not started"
         call = ToolCall(id=f"call_{next(self._calls)}", name=name, arguments=json.dumps(arguments))
         result = await executor(name, arguments)
-        self._bridge.messages += [
+        self.bridge.messages += [
             Message.assistant(None, (call,)),
             Message.tool(result.content, call.id, name),
         ]
-        self._bridge.turns += 1
+        self.bridge.turns += 1
         return result.content
 
     def finish(self) -> None:
         """Let the runner go on to ``verify`` with the tool calls made."""
-        self._bridge.finished.set()
+        self.bridge.finished.set()
 
 
 class EpisodeHost:
@@ -180,7 +184,7 @@ class BlockingEpisodes:
         """Acquire a slot and set ``item``'s workspace up; the episode is open until
         :meth:`finish` or :meth:`abort`. A setup that failed shows in :meth:`finish`."""
         bridge: _Bridge = self._portal.call(_Bridge)
-        rollout = self._portal.start_task_soon(partial(self.host.run, item, bridge, seed=seed))
+        rollout = self._portal.start_task_soon(partial(self._run, item, bridge, seed))
         episode = Episode(bridge, rollout)
         self._open.add(episode)
         self._portal.call(self._wait, bridge.started)
@@ -196,18 +200,31 @@ class BlockingEpisodes:
         self._open.discard(episode)
         assert episode.rollout is not None
         self._portal.call(_finish, episode)
-        return RolloutOutcome.of(episode.rollout.result(timeout=self._timeout_s))
+        rollout = episode.rollout.result(timeout=self._timeout_s)
+        assert rollout is not None  # only an abort returns none
+        return RolloutOutcome.of(rollout)
 
     def abort(self, episode: Episode) -> None:
-        """Cancel ``episode`` (its slot is released) without a reward."""
+        """Cancel ``episode`` without a reward; returns once its slot is released."""
         self._open.discard(episode)
-        assert episode.rollout is not None
-        episode.rollout.cancel()
+        self._portal.call(self._abort, episode.bridge)
 
     def close(self) -> None:
         """Abort every episode still open."""
         for episode in list(self._open):
             self.abort(episode)
+
+    async def _run(self, item: Item, bridge: _Bridge, seed: int) -> ScoredRollout | None:
+        try:
+            with bridge.scope:
+                return await self.host.run(item, bridge, seed=seed)
+            return None
+        finally:
+            bridge.done.set()
+
+    async def _abort(self, bridge: _Bridge) -> None:
+        bridge.scope.cancel()
+        await self._wait(bridge.done)
 
     async def _wait(self, event: anyio.Event) -> None:
         with anyio.fail_after(self._timeout_s):
