@@ -69,6 +69,7 @@ def test_an_episode_runs_tools_in_its_own_workspace_and_is_judged_by_our_verifie
     with blocking_episodes(spec(write_word, pool), timeout_s=120) as episodes:
         item = next(iter(episodes.host.environment.items(seed=0)))
         assert [s.name for s in episodes.host.tool_schemas] == ["terminal"]
+        assert episodes.host.prompt(item)[-1].role == "user"
         first, second = episodes.start(item, seed=1), episodes.start(item, seed=2)
         episodes.call(first, "terminal", {"command": "echo mine > only_here.txt"})
         listing = episodes.call(second, "terminal", {"command": "ls"})

@@ -118,7 +118,7 @@ class EpisodeHost:
 
     def prompt(self, item: Item) -> list[Message]:
         """What the model is shown before its first turn (system prompt and prefill included)."""
-        return list(self._runner_factory.runner(_Bridge()).env.prompt(item))
+        return list(self._runner_factory.pooled_environment.prompt(item))
 
     async def run(self, item: Item, bridge: _Bridge, *, seed: int) -> ScoredRollout:
         """The whole episode on ``bridge``; returns once the driver finished (or it failed)."""
@@ -149,7 +149,9 @@ class _RunnerFactory:
         selection = ToolsetSelection(
             enabled=tools.enabled, disabled=tools.disabled, distribution=tools.distribution
         )
-        self.chosen = self.runner(_Bridge()).resolve_toolsets(selection, seed=0)
+        probe = self.runner(_Bridge())  # built on the host's event loop (its events need one)
+        self.pooled_environment = probe.env
+        self.chosen = probe.resolve_toolsets(selection, seed=0)
 
     def runner(self, bridge: _Bridge) -> RolloutRunner:
         return RolloutRunner(
