@@ -93,8 +93,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             max_tool_calling_iterations=args.max_tool_calls,
             learning_rate=args.learning_rate,
             beta=0.0,
-            # TRL turns it on by default; transformers then generates without its KV cache
-            gradient_checkpointing=False,
             logging_steps=1,
             report_to="none",
             save_strategy="no",
