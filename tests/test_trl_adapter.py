@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = Path.home() / ".cache/hermes-rl/trl-1.16.0/venv/bin/python"
 MODEL = Path.home() / ".cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m"
 DOC = ROOT / "docs/trl.md"
-#: measured 351 s for this test under load from other jobs (2 cores), peak RSS 4.9 GB
+#: measured 110 s for this test, 351 s under load from other jobs (2 cores); peak RSS 4.9 GB
 TIMEOUT_S = 900
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
