@@ -18,13 +18,14 @@ PACKAGES = [
     "apps/batch_runner/src",
     "apps/trainer/src",
     "apps/verifiers_env/src",
+    "apps/tinker_cookbook_env/src",
     "apps/trl_env/src",
     "packages/hermes-report/src",
     "examples/sales_report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the apps outside the default sync, for import-linter
-LINT_PATH = "apps/trainer/src:apps/verifiers_env/src:apps/trl_env/src"
+LINT_PATH = "apps/trainer/src:apps/verifiers_env/src:apps/tinker_cookbook_env/src:apps/trl_env/src"
 #: the trainer's own dependencies (JAX, optax, matplotlib; TensorBoard and wandb for --log-to) on
 #: top of the default environment
 TRAINER_DEPS = (
@@ -47,8 +48,8 @@ def lint(session: nox.Session) -> None:
     """ruff lint + format check, and the package dependency rule (import-linter)."""
     session.run(*RUN, "ruff", "check", ".")
     session.run(*RUN, "ruff", "format", "--check", ".")
-    # the trainer and the verifiers adapter are not in the default sync; import-linter only
-    # reads their sources
+    # the trainer and the verifiers and tinker-cookbook adapters are not in the default sync;
+    # import-linter only reads their sources
     session.run(*RUN, "lint-imports", "--no-cache", env={"PYTHONPATH": LINT_PATH})
 
 

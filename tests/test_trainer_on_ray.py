@@ -6,6 +6,7 @@ checked by apps/trainer/tests/test_cli_errors.py (``--sandbox ray`` without its 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ async def test_a_step_of_the_live_source_samples_its_group_on_ray(
             break
         await anyio.sleep(0.5)
     assert actor_nodes(ray_cluster) == set(), "a host actor outlived the closed source"
+    records = (tmp_path / "rollouts" / "trajectories.jsonl").read_text().splitlines()
+    assert [json.loads(r)["step"] for r in records] == [1] * GROUP  # the run's rollout log
 
 
 async def _watch(cluster: Any, nodes: set[str]) -> None:

@@ -25,6 +25,16 @@ from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, St
 from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_object_option
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
+from hermes_rollouts.driven import (
+    STEP_TIMEOUT_S,
+    Action,
+    DrivenBackend,
+    DrivenEpisode,
+    DrivenSession,
+    InfrastructureFailure,
+    judged_reward,
+    open_driven_session,
+)
 from hermes_rollouts.env_check import check_environment
 from hermes_rollouts.environment import (
     EMBEDDED_TOOLSETS,
@@ -134,8 +144,10 @@ __all__ = [
     "SANDBOX_SLOTS",
     "SEED",
     "SERVER_TYPES",
+    "STEP_TIMEOUT_S",
     "TEMPERATURE",
     "TOOLSET_NAMES",
+    "Action",
     "AdapterFile",
     "AgentBudgets",
     "BackendKind",
@@ -144,12 +156,16 @@ __all__ = [
     "CommandParser",
     "Credentials",
     "DatasetEnvironment",
+    "DrivenBackend",
+    "DrivenEpisode",
+    "DrivenSession",
     "EnvironmentCheckReport",
     "EnvironmentInfo",
     "EnvironmentPlugin",
     "EnvironmentSpec",
     "Episode",
     "EpisodeHost",
+    "InfrastructureFailure",
     "Interruption",
     "ListEnvironments",
     "LoadedDataset",
@@ -192,9 +208,11 @@ __all__ = [
     "item_from_json",
     "item_json",
     "json_object_option",
+    "judged_reward",
     "load_dataset",
     "message_dict",
     "model_view",
+    "open_driven_session",
     "open_episode_host",
     "open_session",
     "parser_names",

@@ -1,0 +1,34 @@
+"""tinker-cookbook group rollouts with this checkout's environments: run it with the
+tinker-cookbook venv's Python (``.ci/tinker-cookbook.sh`` makes it), e.g.
+
+    ~/.cache/hermes-rl/tinker-cookbook-0.6.1/venv/bin/python \\
+        apps/tinker_cookbook_env/group_rollouts.py --env endless_terminals --out groups.jsonl
+
+The workspace's packages (``uv sync``) and this adapter are put on ``sys.path`` *after*
+tinker-cookbook's own, so it keeps the versions it was installed with.
+"""
+
+from __future__ import annotations
+
+import site
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+def main() -> int:
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    workspace = ROOT / ".venv" / "lib" / version / "site-packages"
+    if not workspace.is_dir():
+        sys.exit(f"group_rollouts.py: no workspace environment at {workspace}: run `uv sync` first")
+    site.addsitedir(str(workspace))
+    sys.path.append(str(HERE / "src"))
+    from hermes_tinker_cookbook_env.group_rollouts import main as group_rollouts
+
+    return group_rollouts(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
