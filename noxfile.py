@@ -19,12 +19,13 @@ PACKAGES = [
     "apps/trainer/src",
     "apps/verifiers_env/src",
     "apps/tinker_cookbook_env/src",
+    "apps/trl_env/src",
     "packages/hermes-report/src",
     "examples/sales_report/src",
 ]
 RUN = ("uv", "run", "--frozen", "--no-sync")
 #: the apps outside the default sync, for import-linter
-LINT_PATH = "apps/trainer/src:apps/verifiers_env/src:apps/tinker_cookbook_env/src"
+LINT_PATH = "apps/trainer/src:apps/verifiers_env/src:apps/tinker_cookbook_env/src:apps/trl_env/src"
 #: the trainer's own dependencies (JAX, optax, matplotlib; TensorBoard and wandb for --log-to) on
 #: top of the default environment
 TRAINER_DEPS = (

@@ -28,6 +28,7 @@ SOURCES = {
     "hermes_trainer": "apps/trainer/src/hermes_trainer",
     "hermes_verifiers_env": "apps/verifiers_env/src/hermes_verifiers_env",
     "hermes_tinker_cookbook_env": "apps/tinker_cookbook_env/src/hermes_tinker_cookbook_env",
+    "hermes_trl_env": "apps/trl_env/src/hermes_trl_env",
 }
 
 
@@ -77,6 +78,8 @@ def test_real_tree_keeps_the_rule(tmp_path: Path) -> None:
         ("hermes_verifiers_env", "hermes_trainer"),
         ("hermes_tinker_cookbook_env", "hermes_loop"),
         ("hermes_tinker_cookbook_env", "hermes_verifiers_env"),
+        ("hermes_trl_env", "hermes_envs"),
+        ("hermes_trl_env", "hermes_tinker_cookbook_env"),
         ("hermes_rollouts", "hermes_batch_runner"),
     ],
 )

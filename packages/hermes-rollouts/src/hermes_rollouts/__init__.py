@@ -20,6 +20,7 @@ from hermes_sandbox.factory import (
 from hermes_rollouts.adapter_file import AdapterFile, file_sha256
 from hermes_rollouts.atropos_api import pull_batch, register_trainer
 from hermes_rollouts.boundary import root_error
+from hermes_rollouts.chat_messages import message_dict, tools_chat_template
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
 from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_object_option
 from hermes_rollouts.credentials import Credentials
@@ -40,6 +41,13 @@ from hermes_rollouts.environment import (
     build_environment,
     default_prefill,
     default_toolsets,
+)
+from hermes_rollouts.episodes import (
+    BlockingEpisodes,
+    Episode,
+    EpisodeHost,
+    blocking_episodes,
+    open_episode_host,
 )
 from hermes_rollouts.models import TokenizerDir, hf_tokenizer_dir, resolve_model_path
 from hermes_rollouts.option_defaults import (
@@ -143,6 +151,7 @@ __all__ = [
     "AdapterFile",
     "AgentBudgets",
     "BackendKind",
+    "BlockingEpisodes",
     "CheckResult",
     "CommandParser",
     "Credentials",
@@ -154,6 +163,8 @@ __all__ = [
     "EnvironmentInfo",
     "EnvironmentPlugin",
     "EnvironmentSpec",
+    "Episode",
+    "EpisodeHost",
     "InfrastructureFailure",
     "Interruption",
     "ListEnvironments",
@@ -178,6 +189,7 @@ __all__ = [
     "TokenizerDir",
     "ToolsetSpec",
     "available_environments",
+    "blocking_episodes",
     "build_environment",
     "check_environment",
     "check_spec",
@@ -198,8 +210,10 @@ __all__ = [
     "json_object_option",
     "judged_reward",
     "load_dataset",
+    "message_dict",
     "model_view",
     "open_driven_session",
+    "open_episode_host",
     "open_session",
     "parser_names",
     "prefill_messages",
@@ -215,6 +229,7 @@ __all__ = [
     "spec_problems",
     "system_prompt",
     "tool_stats",
+    "tools_chat_template",
     "validate",
     "watch_signals",
     "without_torch_notice",
