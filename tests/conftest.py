@@ -26,7 +26,10 @@ DEFAULT_FLAGS = ("--jinja", "-np", "4", "-c", "8192")
 EXACT_FLAGS = ("--jinja", *EXACT_LLAMA_SERVER_FLAGS, "-c", "4096")
 START_TIMEOUT_S = 120.0
 #: ChatML with the tools in the Hermes format, as our token mode's fallback renders them
-TOOLS_TEMPLATE = Path(__file__).resolve().parent.parent / "apps/verifiers_env/chatml-tools.jinja"
+TOOLS_TEMPLATE = (
+    Path(__file__).resolve().parent.parent
+    / "packages/hermes-rollouts/src/hermes_rollouts/data/chatml-tools.jinja"
+)
 
 
 def llama_server_binary() -> Path:
@@ -105,7 +108,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
 @pytest.fixture(scope="session")
 def tools_llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     """llama-server with the default flags and a chat template that renders tools
-    (apps/verifiers_env/chatml-tools.jinja: SmolLM2's own drops them), for a client that sends
+    (hermes_rollouts' chatml-tools.jinja: SmolLM2's own drops them), for a client that sends
     OpenAI chat with ``tools`` (the verifiers adapter)."""
     flags = (*DEFAULT_FLAGS, "--chat-template-file", str(TOOLS_TEMPLATE))
     yield from _start(flags, tmp_path_factory.mktemp("llama-server-tools"))
