@@ -27,6 +27,7 @@ from hermes_rollouts import (
     AgentBudgets,
     CommandParser,
     EnvironmentSpec,
+    Interruption,
     ListEnvironments,
     ModelSpec,
     PoolSpec,
@@ -39,6 +40,7 @@ from hermes_rollouts import (
     json_object_option,
     open_driven_session,
     root_error,
+    watch_signals,
 )
 
 from hermes_tinker_cookbook_env.completer import HermesTokenCompleter
@@ -134,7 +136,8 @@ def trajectory_record(trajectory: Any, total: float, rollout: ScoredRollout) -> 
     }
 
 
-async def run(args: argparse.Namespace) -> int:
+async def _rollouts(args: argparse.Namespace) -> list[str]:
+    """Each group's trajectories, one JSON line each."""
     spec = spec_of(args)
     lines: list[str] = []
     async with open_driven_session(spec) as driven:
@@ -165,6 +168,29 @@ async def run(args: argparse.Namespace) -> int:
                 print(
                     f"{item.id} #{record['group_index']}: reward {total} ({record['turns']} turns)"
                 )
+    return lines
+
+
+async def _stop_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def run(args: argparse.Namespace) -> int:
+    """The groups' trajectories into ``--out``. The first SIGINT or SIGTERM stops the run: the
+    groups in flight are cancelled (the builder's ``cleanup`` releases their slots), nothing
+    is written, and the exit code is 128 + the signal, also when the signal came as the last
+    group finished."""
+    interruption = Interruption()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_signals, interruption)
+        with anyio.CancelScope() as work:
+            tg.start_soon(_stop_on, interruption.drain, work)
+            lines = await _rollouts(args)
+        tg.cancel_scope.cancel()
+    if interruption.exit_code is not None:
+        print(f"stopped by signal {interruption.signum}: nothing written", file=sys.stderr)
+        return interruption.exit_code
     out = anyio.Path(args.out.expanduser())
     await out.parent.mkdir(parents=True, exist_ok=True)
     await out.write_text("".join(f"{line}\n" for line in lines))
