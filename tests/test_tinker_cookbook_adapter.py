@@ -31,6 +31,7 @@ from tests.user_command import UserCommand, traversable_tmp
 ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = Path.home() / ".cache/hermes-rl/tinker-cookbook-0.6.1/venv/bin/python"
 LAUNCHER = ROOT / "apps/tinker_cookbook_env/group_rollouts.py"
+BROKEN = ROOT / "tests/broken_setup.py"
 DOC = ROOT / "docs/tinker_cookbook.md"
 SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
 #: the run's logprobs against a teacher-forced recompute in a fresh process
@@ -40,29 +41,6 @@ WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
 EXIT_S = 30
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-BROKEN_ENV = '''
-from hermes_protocols import Item, Message, SandboxError
-
-
-class BrokenSetup:
-    """Every workspace setup fails: the sandbox's fault, never the model's."""
-
-    name = "broken_setup"
-    toolsets = ("terminal",)
-
-    def items(self, *, seed, split="train"):
-        yield Item(id=f"broken-{split}-{seed}", data={}, split=split)
-
-    def prompt(self, item):
-        return [Message.user("Write ok to out.txt.")]
-
-    async def setup_workspace(self, item, slot):
-        raise SandboxError("the host went away")
-
-    async def verify(self, item, result, ctx):
-        raise AssertionError("never verified")
-'''
 
 #: teacher-forced logprobs of ids[start:] for every [ids, start] on stdin, in a fresh process
 RECOMPUTE = """
@@ -219,14 +197,15 @@ def test_the_example_plugin_runs_from_a_file(tmp_path: Path, user_tmp: Path) -> 
 def test_an_infrastructure_failure_fails_the_group_not_a_zero(
     tmp_path: Path, user_tmp: Path
 ) -> None:
-    broken = tmp_path / "broken_env.py"
-    broken.write_text(BROKEN_ENV)
     out = tmp_path / "groups.jsonl"
-    args = ["--env", f"{broken}:BrokenSetup", "--context-tokens", "2048", "--out", str(out)]
+    args = ["--env", f"{BROKEN}:BrokenSetup", "--context-tokens", "2048", "--out", str(out)]
     command = group_rollouts(tmp_path, user_tmp, args)
     assert command.wait(timeout=500) == 1, command.output[-4000:]
     assert command.leftovers() == []
-    assert "the host went away" in command.stderr
+    assert command.stderr.strip().splitlines()[-1] == (
+        "error: hermes rollout infrastructure failure: setup: SandboxError: the host went away"
+        " (after 1 attempts)"
+    )
     assert not out.exists()
 
 

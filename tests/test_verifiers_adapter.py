@@ -38,6 +38,7 @@ from tests.user_command import UserCommand, traversable_tmp
 ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = Path.home() / ".cache/hermes-rl/verifiers-0.4.0/venv/bin/python"
 LAUNCHER = ROOT / "apps/verifiers_env/vf_eval.py"
+BROKEN = ROOT / "tests/broken_setup.py"
 DOC = ROOT / "docs/verifiers.md"
 SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
 WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
@@ -46,29 +47,6 @@ WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
 EXIT_S = 30
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-BROKEN_ENV = '''
-from hermes_protocols import Item, Message, SandboxError
-
-
-class BrokenSetup:
-    """Every workspace setup fails: the sandbox's fault, never the model's."""
-
-    name = "broken_setup"
-    toolsets = ("terminal",)
-
-    def items(self, *, seed, split="train"):
-        yield Item(id=f"broken-{split}-{seed}", data={}, split=split)
-
-    def prompt(self, item):
-        return [Message.user("Write ok to out.txt.")]
-
-    async def setup_workspace(self, item, slot):
-        raise SandboxError("the host went away")
-
-    async def verify(self, item, result, ctx):
-        raise AssertionError("never verified")
-'''
 
 
 @pytest.fixture
@@ -223,11 +201,9 @@ def test_vf_eval_runs_the_example_plugin_from_a_file(
 def test_infrastructure_failure_is_an_errored_rollout_not_a_zero(
     tools_llama_server: Any, tmp_path: Path, user_tmp: Path, key: None
 ) -> None:
-    broken = tmp_path / "broken_env.py"
-    broken.write_text(BROKEN_ENV)
     args = [
         "hermes-verifiers-env", "-n", "1", "-r", "1",
-        *("--env.taskset.environment", f"{broken}:BrokenSetup"),
+        *("--env.taskset.environment", f"{BROKEN}:BrokenSetup"),
         *("--env.agent.harness.max-attempts", "2"),
         *common(tools_llama_server, tmp_path / "out"),
     ]  # fmt: skip

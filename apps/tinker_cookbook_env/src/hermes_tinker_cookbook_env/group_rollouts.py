@@ -202,8 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return anyio.run(run, args, backend="asyncio")
-    except HermesError as exc:
-        print(f"error: {root_error(exc)}", file=sys.stderr)
+    except Exception as exc:
+        error = root_error(exc)
+        if not isinstance(error, HermesError):
+            raise
+        print(f"error: {error}", file=sys.stderr)
         return 1
 
 

@@ -134,7 +134,10 @@ async def open_driven_session(spec: RolloutSpec) -> AsyncIterator[DrivenSession]
 class DrivenEpisode:
     """One rollout of a driven session, stepped by its caller: :meth:`start` returns the first
     prompt, :meth:`step` each next one, or the finished rollout. :meth:`close` cancels a
-    rollout still running and waits for its slot's release (safe to call twice).
+    rollout still running and waits for its slot's release (safe to call twice); an episode
+    closed before it started never starts (a group's cleanup can run before a sibling's
+    :meth:`start`: tinker-cookbook's ``asyncio.gather`` leaves the siblings of a failed
+    rollout running).
 
     The rollout runs as an asyncio task of its own, not in an AnyIO task group: it must outlive
     each :meth:`start`/:meth:`step` call, and a trainer's ``Env`` API (tinker-cookbook's) has no
@@ -150,6 +153,7 @@ class DrivenEpisode:
         self._seed = seed
         self._group_index = group_index
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
         self._prompts_out, self._prompts = anyio.create_memory_object_stream[
             tuple[int, ...] | ScoredRollout
         ]()
@@ -160,6 +164,8 @@ class DrivenEpisode:
         """Start the rollout (slot, workspace setup, first prompt)."""
         if self._task is not None:
             raise RuntimeError("a DrivenEpisode starts once")
+        if self._closed:
+            raise BackendError("the episode was closed before it started")
         self._task = asyncio.get_running_loop().create_task(self._run())
         return await self._next()
 
@@ -199,6 +205,7 @@ class DrivenEpisode:
         return self._task is not None and not self._task.done()
 
     async def close(self) -> None:
+        self._closed = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
