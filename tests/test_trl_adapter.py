@@ -10,9 +10,11 @@ import json
 import math
 import re
 import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from tests.user_command import UserCommand, traversable_tmp
@@ -21,8 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = Path.home() / ".cache/hermes-rl/trl-1.16.0/venv/bin/python"
 MODEL = Path.home() / ".cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m"
 DOC = ROOT / "docs/trl.md"
+GRPO = ROOT / "apps/trl_env/grpo.py"
+SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
 #: measured 110 s for this test, 351 s under load from other jobs (2 cores); peak RSS 4.9 GB
 TIMEOUT_S = 900
+#: how long the run may take to abort its episodes, close the pool and exit after a signal
+EXIT_S = 60
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
 
@@ -40,16 +46,16 @@ def doc_command(out: Path) -> list[str]:
     return shlex.split(line.replace("~/runs/trl", str(out)).replace("~/", f"{Path.home()}/"))[2:]
 
 
-def test_the_docs_grpo_step_trains_on_our_verifiers_rewards(tmp_path: Path, user_tmp: Path) -> None:
+def grpo(tmp_path: Path, user_tmp: Path, args: list[str]) -> UserCommand:
+    """``grpo.py args`` with TRL's venv, as a user starts it (bwrap hosts under ``user_tmp``)."""
     if not VENV_PYTHON.is_file() or not MODEL.is_dir():
         pytest.skip("TRL or SmolLM2's HF weights missing: run .ci/skyrl-tx.sh and .ci/trl.sh")
+    return UserCommand(str(VENV_PYTHON), [str(GRPO), *args], cwd=tmp_path, tmp=user_tmp)
+
+
+def test_the_docs_grpo_step_trains_on_our_verifiers_rewards(tmp_path: Path, user_tmp: Path) -> None:
     out = tmp_path / "out"
-    command = UserCommand(
-        str(VENV_PYTHON),
-        [str(ROOT / "apps/trl_env/grpo.py"), *doc_command(out)],
-        cwd=tmp_path,
-        tmp=user_tmp,
-    )
+    command = grpo(tmp_path, user_tmp, doc_command(out))
     assert command.wait(timeout=TIMEOUT_S) == 0, command.output[-4000:]
     assert command.leftovers() == []
     log = json.loads((out / "log.json").read_text())
@@ -63,3 +69,47 @@ def test_the_docs_grpo_step_trains_on_our_verifiers_rewards(tmp_path: Path, user
     assert step["rewards/HermesEpisode/mean"] == pytest.approx(ours)
     assert step["reward"] == pytest.approx(ours)
     assert step["tools/call_frequency"] > 0, "the model called no tool"
+
+
+def test_the_example_plugin_trains_from_a_file(tmp_path: Path, user_tmp: Path) -> None:
+    out = tmp_path / "out"
+    args = [
+        *("--model", str(MODEL), "--output-dir", str(out)),
+        *("--environment", f"{SALES_REPORT}:SalesReportEnv", "--toolsets", "terminal"),
+        *("--prompts", "1", "--generations", "2", "--steps", "1"),
+        *("--max-completion-length", "48", "--max-tool-calls", "1"),
+    ]
+    command = grpo(tmp_path, user_tmp, args)
+    assert command.wait(timeout=TIMEOUT_S) == 0, command.output[-4000:]
+    assert command.leftovers() == []
+    log = json.loads((out / "log.json").read_text())
+    episodes = log["episodes"]
+    assert len(episodes) == 2
+    assert [e["infrastructure"] for e in episodes] == [None] * 2
+    (step,) = [entry for entry in log["log_history"] if "loss" in entry]
+    assert math.isfinite(step["loss"])
+    ours = sum(e["reward"] for e in episodes) / len(episodes)
+    assert step["rewards/HermesEpisode/mean"] == pytest.approx(ours)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stopped_mid_step_it_exits_and_leaves_no_sandbox(
+    tmp_path: Path, user_tmp: Path, signum: signal.Signals
+) -> None:
+    """A signal once an episode holds a slot (TRL is generating): the open episodes are
+    aborted, the pool closed, nothing written, exit 128 + the signal (without the handler,
+    SIGTERM left the slots' tmpfs mounts behind)."""
+    out = tmp_path / "out"
+    command = grpo(tmp_path, user_tmp, doc_command(out))
+
+    def an_episode_holds_a_slot() -> bool:
+        hosts = [h for root in user_tmp.glob("hermes-sandbox-*/bwrap") for h in root.iterdir()]
+        return any(not h.name.startswith(".") for h in hosts)
+
+    command.wait_for(an_episode_holds_a_slot, timeout=TIMEOUT_S, what="an episode held a slot")
+    [python] = psutil.Process(command.process.pid).children()
+    python.send_signal(signum)
+    assert command.wait(timeout=EXIT_S) == 128 + signum, command.output[-4000:]
+    assert command.leftovers(settle_s=10) == []
+    assert f"grpo.py: stopped by {signum.name}: nothing written" in command.stderr
+    assert not (out / "log.json").exists()

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from hermes_protocols import HermesError
@@ -24,6 +26,7 @@ from hermes_rollouts import (
     ToolsetSpec,
     blocking_episodes,
     demonstration_path,
+    interrupted_exit_code,
 )
 
 from hermes_trl_env.dataset import episode_rows
@@ -117,13 +120,36 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def interrupt_on_signals() -> list[int]:
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread, wherever TRL is, so
+    the episodes' ``with`` block aborts the open episodes and closes the pool; signals during
+    that cleanup are only recorded. The signals received, in order."""
+    received: list[int] = []
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)
+    return received
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    received = interrupt_on_signals()
     try:
         log = train(args)
     except HermesError as exc:
         print(f"grpo.py: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        signum = received[0] if received else signal.SIGINT
+        print(
+            f"grpo.py: stopped by {signal.Signals(signum).name}: nothing written", file=sys.stderr
+        )
+        return interrupted_exit_code(signum)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "log.json").write_text(json.dumps(log, indent=1))
     step = next(entry for entry in log["log_history"] if "loss" in entry)
