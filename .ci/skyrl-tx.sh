@@ -19,7 +19,7 @@ venv="${cache}/venv"
 model="${cache}/smollm2-135m"
 marker="${cache}/complete"
 wheels="${1:-/opt/wheels}"
-stamp="$(sha256sum "$requirements" | cut -d' ' -f1) convert-v1"
+stamp="$(sha256sum "$requirements" | cut -d' ' -f1) convert-v2"
 
 if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]]; then
     echo "skyrl-tx.sh: ${cache} is complete; skipping"
@@ -64,17 +64,37 @@ import sys
 from pathlib import Path
 
 import torch
+from gguf import GGUFReader
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 gguf, out = Path(sys.argv[1]), sys.argv[2]
 tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+# transformers' GGUF import names <|im_start|> as EOS and turns add_bos on (SmolLM2's GGUF says
+# bos 1, eos 2 <|im_end|>, pad 2, no bos added): take the special tokens from the GGUF itself
+fields = GGUFReader(gguf).fields
+
+
+def scalar(key):
+    field = fields[key]
+    return field.parts[field.data[0]].tolist()[0]
+
+
+for role in ("bos", "eos", "padding"):
+    token = tokenizer.convert_ids_to_tokens(scalar(f"tokenizer.ggml.{role}_token_id"))
+    setattr(tokenizer, "pad_token" if role == "padding" else f"{role}_token", token)
+tokenizer.add_bos_token = bool(scalar("tokenizer.ggml.add_bos_token"))
+model.generation_config.eos_token_id = tokenizer.eos_token_id
+model.generation_config.pad_token_id = tokenizer.pad_token_id
 model.save_pretrained(out, safe_serialization=True)
 tokenizer.save_pretrained(out)
 messages = [{"role": "user", "content": "What is the capital of France?"}]
 ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
 reply = model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1] :]
-print("skyrl-tx.sh: converted; greedy reply:", repr(tokenizer.decode(reply)))
+print(
+    f"skyrl-tx.sh: converted (bos {tokenizer.bos_token}, eos {tokenizer.eos_token}, "
+    f"pad {tokenizer.pad_token}); greedy reply: {tokenizer.decode(reply)!r}"
+)
 EOF
 rm -rf "$model"
 mv "${model}.tmp" "$model"

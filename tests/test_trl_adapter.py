@@ -13,6 +13,7 @@ import shlex
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
@@ -25,6 +26,7 @@ MODEL = Path.home() / ".cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m"
 DOC = ROOT / "docs/trl.md"
 GRPO = ROOT / "apps/trl_env/grpo.py"
 SALES_REPORT = ROOT / "examples/sales_report/src/hermes_sales_report/__init__.py"
+BROKEN = ROOT / "tests/broken_setup.py"
 #: measured 110 s for this test, 351 s under load from other jobs (2 cores); peak RSS 4.9 GB
 TIMEOUT_S = 900
 #: how long the run may take to abort its episodes, close the pool and exit after a signal
@@ -69,6 +71,46 @@ def test_the_docs_grpo_step_trains_on_our_verifiers_rewards(tmp_path: Path, user
     assert step["rewards/HermesEpisode/mean"] == pytest.approx(ours)
     assert step["reward"] == pytest.approx(ours)
     assert step["tools/call_frequency"] > 0, "the model called no tool"
+    check_tool_results_masked(log)
+
+
+def spans(completion: dict[str, list[int]]) -> list[tuple[bool, list[int]]]:
+    """The completion's ids in maximal runs of the same ``trained`` flag."""
+    runs: list[tuple[bool, list[int]]] = []
+    for token, trained in zip(completion["ids"], completion["trained"], strict=True):
+        if runs and runs[-1][0] == bool(trained):
+            runs[-1][1].append(token)
+        else:
+            runs.append((bool(trained), [token]))
+    return runs
+
+
+def check_tool_results_masked(log: dict[str, Any]) -> None:
+    """TRL's loss leaves our tool results out: each span it does not train on is exactly a
+    turn of tool responses as our chat template renders them, holding our tools' results in the
+    order they ran (decoded here with the model's own tokenizer)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(MODEL)
+    masked = [
+        tokenizer.decode(ids)
+        for completion in log["completions"]
+        for trained, ids in spans(completion)
+        if not trained
+    ]
+    assert len(log["completions"]) == len(log["episodes"])
+    assert masked, "no tool result reached the model (each was longer than its budget)"
+    results = iter(log["tool_results"])
+    for text in masked:
+        turn = re.fullmatch(
+            r"\n(?:<\|im_start\|>tool\n<tool_response>\n.*?\n</tool_response><\|im_end\|>\n)+"
+            r"<\|im_start\|>assistant\n",
+            text,
+            re.DOTALL,
+        )
+        assert turn is not None, text
+        for response in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text, re.DOTALL):
+            assert response in results, (response, log["tool_results"])
 
 
 def test_the_example_plugin_trains_from_a_file(tmp_path: Path, user_tmp: Path) -> None:
@@ -90,6 +132,30 @@ def test_the_example_plugin_trains_from_a_file(tmp_path: Path, user_tmp: Path) -
     assert math.isfinite(step["loss"])
     ours = sum(e["reward"] for e in episodes) / len(episodes)
     assert step["rewards/HermesEpisode/mean"] == pytest.approx(ours)
+
+
+def test_an_infrastructure_failure_is_no_reward_to_trl(tmp_path: Path, user_tmp: Path) -> None:
+    """Every setup fails: each episode says why and has no reward; TRL logs no reward (its NaN,
+    written as null; not 0.0), and with no episode scored the step has no signal (loss 0)."""
+    out = tmp_path / "out"
+    args = [
+        *("--model", str(MODEL), "--output-dir", str(out)),
+        *("--environment", f"{BROKEN}:BrokenSetup", "--toolsets", "terminal"),
+        *("--prompts", "1", "--generations", "2", "--steps", "1"),
+        *("--max-completion-length", "32", "--max-tool-calls", "1"),
+    ]
+    command = grpo(tmp_path, user_tmp, args)
+    assert command.wait(timeout=TIMEOUT_S) == 0, command.output[-4000:]
+    assert command.leftovers() == []
+    assert "2 episodes (2 infrastructure failures), loss 0.0000, reward none" in command.output
+    log = json.loads((out / "log.json").read_text())
+    for episode in log["episodes"]:
+        assert episode["reward"] is None
+        assert "the host went away" in episode["infrastructure"]
+    (step,) = [entry for entry in log["log_history"] if "loss" in entry]
+    assert step["reward"] is None
+    assert step["rewards/HermesEpisode/mean"] is None
+    assert step["loss"] == 0.0
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

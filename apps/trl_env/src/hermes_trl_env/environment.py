@@ -27,9 +27,11 @@ CLASS_NAME = "HermesEpisode"
 
 @attrs.define
 class EpisodeLedger:
-    """Every finished episode's outcome, in the order ``get_reward`` returned them."""
+    """Every finished episode's outcome, in the order ``get_reward`` returned them, and every
+    tool result our tools gave TRL, in the order they ran."""
 
     outcomes: list[RolloutOutcome] = attrs.field(factory=list)
+    tool_results: list[str] = attrs.field(factory=list)
 
     @property
     def infrastructure_failures(self) -> list[str]:
@@ -62,7 +64,9 @@ def environment_factory(
     def _call(self: Any, name: str, arguments: Mapping[str, Any]) -> str:
         if self._episode is None:
             raise RuntimeError(f"tool {name!r} called outside an episode")
-        return episodes.call(self._episode, name, arguments)
+        result = episodes.call(self._episode, name, arguments)
+        ledger.tool_results.append(result)
+        return result
 
     def _abort(self: Any) -> None:
         episode, self._episode = self._episode, None

@@ -1,6 +1,7 @@
 """``python apps/trl_env/grpo.py ...``: GRPO steps of TRL's ``GRPOTrainer`` on CPU with any
 environment of ours through ``environment_factory`` (docs/trl.md). Writes ``log.json`` (TRL's
-log history and every episode's outcome) into ``--output-dir``."""
+log history, every episode's outcome, our tools' results, and each completion as TRL trained on
+it) into ``--output-dir``."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from hermes_rollouts import (
     interrupted_exit_code,
 )
 
+from hermes_trl_env.completions import trained_completions
 from hermes_trl_env.dataset import episode_rows
 from hermes_trl_env.environment import EpisodeLedger, environment_factory
 from hermes_trl_env.tokenizer import with_tool_template
@@ -102,7 +104,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             seed=args.seed,
             shuffle_dataset=False,
         )
-        trainer = GRPOTrainer(
+        completions: list[dict[str, list[int]]] = []
+
+        class RecordingTrainer(GRPOTrainer):  # type: ignore[misc]
+            """Keeps each generation batch's completions as TRL trains on them."""
+
+            def _generate_and_score_completions(self, inputs: Any) -> Any:
+                batch = super()._generate_and_score_completions(inputs)
+                completions.extend(trained_completions(batch))
+                return batch
+
+        trainer = RecordingTrainer(
             model=model,
             processing_class=tokenizer,
             args=config,
@@ -117,6 +129,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             {"reward": o.reward, "infrastructure": o.infrastructure, "turns": o.turns}
             for o in ledger.outcomes
         ],
+        "tool_results": ledger.tool_results,
+        "completions": completions,
     }
 
 
@@ -154,8 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.output_dir / "log.json").write_text(json.dumps(log, indent=1))
     step = next(entry for entry in log["log_history"] if "loss" in entry)
     failures = sum(1 for e in log["episodes"] if e["infrastructure"] is not None)
+    # TRL logs the mean reward of a step with no scored episode as None
+    reward = "none (no episode scored)" if step["reward"] is None else f"{step['reward']:.3f}"
     print(
         f"grpo.py: {len(log['episodes'])} episodes ({failures} infrastructure failures), "
-        f"loss {step['loss']:.4f}, reward {step['reward']:.3f}; {args.output_dir / 'log.json'}"
+        f"loss {step['loss']:.4f}, reward {reward}; {args.output_dir / 'log.json'}"
     )
     return 0
