@@ -11,6 +11,7 @@ import math
 import re
 import shlex
 import signal
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,8 @@ def spans(completion: dict[str, list[int]]) -> list[tuple[bool, list[int]]]:
 
 def check_tool_results_masked(log: dict[str, Any]) -> None:
     """TRL's loss leaves our tool results out: each span it does not train on is exactly a
-    turn of tool responses as our chat template renders them, holding our tools' results in the
-    order they ran (decoded here with the model's own tokenizer)."""
+    turn of tool responses as our chat template renders them, holding results our tools
+    returned or TRL's own errors (decoded here with the model's own tokenizer)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(MODEL)
@@ -100,7 +101,7 @@ def check_tool_results_masked(log: dict[str, Any]) -> None:
     ]
     assert len(log["completions"]) == len(log["episodes"])
     assert masked, "no tool result reached the model (each was longer than its budget)"
-    results = iter(log["tool_results"])
+    responses: list[str] = []
     for text in masked:
         turn = re.fullmatch(
             r"\n(?:<\|im_start\|>tool\n<tool_response>\n.*?\n</tool_response><\|im_end\|>\n)+"
@@ -109,8 +110,12 @@ def check_tool_results_masked(log: dict[str, Any]) -> None:
             re.DOTALL,
         )
         assert turn is not None, text
-        for response in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text, re.DOTALL):
-            assert response in results, (response, log["tool_results"])
+        responses += re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text, re.DOTALL)
+    # TRL answers a call it could not make (an unknown tool, bad arguments) itself, with
+    # {'error': ...}; it runs each round of calls across the batch (row 0's second call after
+    # row 1's first), and drops a result that would overflow its completion after running it
+    ours = [r for r in responses if not r.startswith("{'error': ")]
+    assert not Counter(ours) - Counter(log["tool_results"]), (responses, log["tool_results"])
 
 
 def test_the_example_plugin_trains_from_a_file(tmp_path: Path, user_tmp: Path) -> None:
