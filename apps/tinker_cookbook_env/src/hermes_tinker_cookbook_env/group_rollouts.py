@@ -35,6 +35,7 @@ from hermes_rollouts import (
     SamplingSpec,
     SandboxSpec,
     ToolsetSpec,
+    cancel_when_set,
     demonstration_path,
     item_json,
     json_object_option,
@@ -171,11 +172,6 @@ async def _rollouts(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-async def _stop_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
-
-
 async def run(args: argparse.Namespace) -> int:
     """The groups' trajectories into ``--out``. The first SIGINT or SIGTERM stops the run: the
     groups in flight are cancelled (the builder's ``cleanup`` releases their slots), nothing
@@ -185,7 +181,7 @@ async def run(args: argparse.Namespace) -> int:
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_signals, interruption)
         with anyio.CancelScope() as work:
-            tg.start_soon(_stop_on, interruption.drain, work)
+            tg.start_soon(cancel_when_set, interruption.drain, work)
             lines = await _rollouts(args)
         tg.cancel_scope.cancel()
     if interruption.exit_code is not None:

@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 import attrs
 from hermes_protocols import Environment
-from hermes_rollouts import Interruption, reference_slug, resolve_model_path
+from hermes_rollouts import Interruption, cancel_when_set, reference_slug, resolve_model_path
 
 from hermes_trainer.atropos_feed import open_atropos_feed
 from hermes_trainer.checkpoint import read_checkpoint, write_checkpoint
@@ -151,7 +151,7 @@ class Trainer:
         """Step ``step``'s groups, sampled by the weights before the update now running
         (policy lag 1); given up when the run drains."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_when_set, self.drain, tg.cancel_scope)
+            tg.start_soon(cancel_when_set, self.drain, tg.cancel_scope)
             collected = await self.source.collect(step)
             lagged = None if collected is None else attrs.evolve(collected, policy_lag=1.0)
             self._ahead = (step, lagged)
@@ -307,7 +307,7 @@ async def train(
     async with open_trainer(config) as trainer:
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as work:
-                tg.start_soon(_cancel_when_set, stop.cancel, work)
+                tg.start_soon(cancel_when_set, stop.cancel, work)
                 start = await trainer.begin()
                 async with open_loggers(
                     config.log_to,
@@ -360,11 +360,6 @@ def _due(config: TrainConfig, step: int) -> bool:
 def _first_label(config: TrainConfig) -> str:
     """The label of the evaluation before the first step: the weights the run starts from."""
     return "base" if config.init_adapter is None else "init-adapter"
-
-
-async def _cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 def _title(config: TrainConfig) -> str:

@@ -19,6 +19,7 @@ from hermes_rollouts import (
     COMMAND_TIMEOUT,
     ENVIRONMENT,
     SANDBOX,
+    STOP_SIGNALS,
     AgentBudgets,
     EnvironmentSpec,
     PoolSpec,
@@ -145,7 +146,7 @@ def interrupt_on_signals() -> list[int]:
         if len(received) == 1:
             raise KeyboardInterrupt
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, interrupt)
     return received
 

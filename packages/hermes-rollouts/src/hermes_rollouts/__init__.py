@@ -92,8 +92,10 @@ from hermes_rollouts.session import (
 )
 from hermes_rollouts.signal_policy import (
     DUPLICATE_WINDOW_S,
+    STOP_SIGNALS,
     Interruption,
     SignalCounter,
+    cancel_when_set,
     interrupted_exit_code,
     watch_signals,
 )
@@ -145,6 +147,7 @@ __all__ = [
     "SEED",
     "SERVER_TYPES",
     "STEP_TIMEOUT_S",
+    "STOP_SIGNALS",
     "TEMPERATURE",
     "TOOLSET_NAMES",
     "Action",
@@ -191,6 +194,7 @@ __all__ = [
     "available_environments",
     "blocking_episodes",
     "build_environment",
+    "cancel_when_set",
     "check_environment",
     "check_spec",
     "conversations",

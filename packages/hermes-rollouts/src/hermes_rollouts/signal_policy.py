@@ -90,6 +90,13 @@ def _silent(signum: int) -> None:
     """The default notice: none."""
 
 
+async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` once ``event`` is set (e.g. :attr:`Interruption.drain`): start it in a
+    task group beside the work the scope holds."""
+    await event.wait()
+    scope.cancel()
+
+
 async def watch_signals(
     interruption: Interruption,
     *,
