@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Protocol
@@ -60,7 +61,12 @@ class DirectoryHost:
 
     Each holds the slot's ``workspace`` and, with ``scratch``, its ``tmp`` and ``shm`` (bound
     at ``/tmp`` and ``/dev/shm`` by bwrap), all inside one size-limited tmpfs where hermes may
-    mount one."""
+    mount one.
+
+    The worker threads that make, reset and remove the directories take turns, and none makes
+    anything once the host is removed: a caller cancelled with ``Task.cancel()`` (which cuts
+    through AnyIO's shields) abandons its thread mid-reset, and that thread must not mount a
+    slot again under a host its close has just removed."""
 
     def __init__(
         self,
@@ -81,6 +87,8 @@ class DirectoryHost:
         self._on_remove = on_remove
         self._closed = False
         self._slots: list[DirectorySlot] = []
+        self._disk = threading.Lock()
+        self._removed = False
 
     @classmethod
     async def create(
@@ -108,12 +116,15 @@ class DirectoryHost:
         return host
 
     def _create_dirs(self, root: str) -> None:
-        os.makedirs(root, mode=0o700, exist_ok=True)
-        os.makedirs(os.path.join(self._dir, "slots"), mode=0o755)
-        _host_dirs.write_owner(self._dir)
-        for i in range(self._spec.slots):
-            self._empty(i)
-            self._slots.append(self._make_slot(self._spec.host_id, i, self.slot_dir(i)))
+        with self._disk:
+            if self._removed:
+                return
+            os.makedirs(root, mode=0o700, exist_ok=True)
+            os.makedirs(os.path.join(self._dir, "slots"), mode=0o755)
+            _host_dirs.write_owner(self._dir)
+            for i in range(self._spec.slots):
+                self._empty(i)
+                self._slots.append(self._make_slot(self._spec.host_id, i, self.slot_dir(i)))
 
     def _empty(self, index: int) -> None:
         _host_dirs.empty_dir(
@@ -140,8 +151,11 @@ class DirectoryHost:
         return self._slots[index]
 
     def _reset(self, index: int) -> None:
-        self._slots[index].kill_all()
-        self._empty(index)
+        with self._disk:
+            if self._removed:
+                return
+            self._slots[index].kill_all()
+            self._empty(index)
 
     async def reset_slot(self, index: int) -> None:
         if self._closed:
@@ -157,13 +171,15 @@ class DirectoryHost:
         )
 
     def _remove(self) -> None:
-        for slot in self._slots:
-            slot.kill_all()
-        _host_dirs.kill_marked(self.host_id + "/")
-        if self._on_remove is not None:
-            self._on_remove()
-        unmount_beneath(self._dir)
-        remove_tree(self._dir)
+        with self._disk:
+            self._removed = True
+            for slot in self._slots:
+                slot.kill_all()
+            _host_dirs.kill_marked(self.host_id + "/")
+            if self._on_remove is not None:
+                self._on_remove()
+            unmount_beneath(self._dir)
+            remove_tree(self._dir)
 
     async def close(self) -> None:
         self._closed = True
