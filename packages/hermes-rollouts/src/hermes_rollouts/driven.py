@@ -142,8 +142,11 @@ class DrivenEpisode:
     The rollout runs as an asyncio task of its own, not in an AnyIO task group: it must outlive
     each :meth:`start`/:meth:`step` call, and a trainer's ``Env`` API (tinker-cookbook's) has no
     scope around an episode to hold a task group open in; :meth:`close` is that scope's end.
-    The channel reaches the rollout's model calls through a context variable, which each task
-    copies when it starts (no state shared between episodes)."""
+    It cancels the rollout through an AnyIO cancel scope, never ``Task.cancel()``: a native
+    cancel cuts through the shielded slot release and abandons its worker thread, which then
+    mounted the slot again after the pool had removed its host. The channel reaches the
+    rollout's model calls through a context variable, which each task copies when it starts
+    (no state shared between episodes)."""
 
     def __init__(
         self, session: RolloutSession, item: Item, *, seed: int, group_index: int = 0
@@ -153,6 +156,7 @@ class DrivenEpisode:
         self._seed = seed
         self._group_index = group_index
         self._task: asyncio.Task[None] | None = None
+        self._scope: anyio.CancelScope | None = None  # the rollout's, entered by its task
         self._closed = False
         self._prompts_out, self._prompts = anyio.create_memory_object_stream[
             tuple[int, ...] | ScoredRollout
@@ -166,7 +170,8 @@ class DrivenEpisode:
             raise RuntimeError("a DrivenEpisode starts once")
         if self._closed:
             raise BackendError("the episode was closed before it started")
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._scope = anyio.CancelScope()
+        self._task = asyncio.get_running_loop().create_task(self._run(self._scope))
         return await self._next()
 
     async def step(self, action: Action) -> tuple[int, ...] | ScoredRollout:
@@ -187,15 +192,16 @@ class DrivenEpisode:
             self.rollout = found
         return found
 
-    async def _run(self) -> None:
+    async def _run(self, scope: anyio.CancelScope) -> None:
         channel = _Channel(self._prompts_out, self._actions_in)
         token = _EPISODE.set(channel)
         try:
-            async with self._prompts_out, self._actions_in:
-                rollout = await self._session.run_rollout(
-                    self._item, seed=self._seed, group_index=self._group_index
-                )
-                await self._prompts_out.send(rollout)
+            with scope:
+                async with self._prompts_out, self._actions_in:
+                    rollout = await self._session.run_rollout(
+                        self._item, seed=self._seed, group_index=self._group_index
+                    )
+                    await self._prompts_out.send(rollout)
         finally:
             _EPISODE.reset(token)
 
@@ -207,9 +213,8 @@ class DrivenEpisode:
     async def close(self) -> None:
         self._closed = True
         task = self._task
-        if task is not None and not task.done():
-            task.cancel()
-        if task is not None:
+        if self._scope is not None and task is not None:
+            self._scope.cancel()
             with anyio.CancelScope(shield=True), anyio.move_on_after(STEP_TIMEOUT_S):
                 await asyncio.wait([task])
         self._actions.close()
