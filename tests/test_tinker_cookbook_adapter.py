@@ -228,9 +228,11 @@ def test_interrupted_mid_rollout_it_exits_and_leaves_no_sandbox(
     command.wait_for(a_rollout_holds_a_slot, timeout=300, what="a rollout held a slot")
     [python] = psutil.Process(command.process.pid).children()
     python.send_signal(signal.SIGINT)
-    assert command.wait(timeout=EXIT_S) != 0, command.output[-4000:]
+    assert command.wait(timeout=EXIT_S) == 128 + signal.SIGINT, command.output[-4000:]
     assert command.leftovers(settle_s=10) == []
     assert not (tmp_path / "g.jsonl").exists()
+    last = command.stderr.strip().splitlines()[-1]
+    assert last == "group_rollouts: stopped by SIGINT: nothing written"
 
 
 @pytest.mark.timeout(600)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from itertools import islice
@@ -37,6 +38,7 @@ from hermes_rollouts import (
     ToolsetSpec,
     cancel_when_set,
     demonstration_path,
+    interrupted_exit_code,
     item_json,
     json_object_option,
     open_driven_session,
@@ -184,9 +186,11 @@ async def run(args: argparse.Namespace) -> int:
             tg.start_soon(cancel_when_set, interruption.drain, work)
             lines = await _rollouts(args)
         tg.cancel_scope.cancel()
-    if interruption.exit_code is not None:
-        print(f"stopped by signal {interruption.signum}: nothing written", file=sys.stderr)
-        return interruption.exit_code
+    signum = interruption.signum
+    if signum is not None:
+        name = signal.Signals(signum).name
+        print(f"group_rollouts: stopped by {name}: nothing written", file=sys.stderr)
+        return interrupted_exit_code(signum)
     out = anyio.Path(args.out.expanduser())
     await out.parent.mkdir(parents=True, exist_ok=True)
     await out.write_text("".join(f"{line}\n" for line in lines))
