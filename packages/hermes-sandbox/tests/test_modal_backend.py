@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -52,8 +53,15 @@ def _config(tmp_path: Path, **kwargs: Any) -> ModalConfig:
     return ModalConfig(workspace_root=str(tmp_path / "ws"), **kwargs)
 
 
-def _spec(host: str = "p1-h0", slots: int = 2) -> HostSpec:
-    return HostSpec(pool_name="p1", host_id=host, slots=slots)
+_RUN = uuid.uuid4().hex[:8]
+"""This test process's part of every host id. The fake's sandboxes share this machine's
+``/proc`` (a real one has its own), and the exec wrapper and the slot reset SIGKILL every
+process carrying their slot's marker: two xdist workers using one slot id kill each other's
+commands."""
+
+
+def _spec(host: str = "p1-h0", slots: int = 2, pool: str = "p1") -> HostSpec:
+    return HostSpec(pool_name=pool, host_id=f"{host}-{_RUN}", slots=slots)
 
 
 @pytest.mark.anyio
@@ -71,7 +79,8 @@ async def test_create_passes_the_documented_options(tmp_path: Path, fake: Any) -
         lifetime_margin_s=60,
     )
     backend = ModalBackend(config, sdk=fake.sdk())
-    host = await backend.start_host(_spec())
+    spec = _spec()
+    host = await backend.start_host(spec)
     try:
         kwargs = fake.created[0].create_kwargs
         assert kwargs["cpu"] == 2.0
@@ -83,7 +92,7 @@ async def test_create_passes_the_documented_options(tmp_path: Path, fake: Any) -
         assert kwargs["env"] == {"A": "1"}
         assert kwargs["block_network"] is True
         assert kwargs["image"] == ("registry", "python:3.12-slim")
-        assert kwargs["tags"] == {POOL_TAG: "p1", HOST_TAG: "p1-h0"}
+        assert kwargs["tags"] == {POOL_TAG: "p1", HOST_TAG: spec.host_id}
         assert kwargs["app"].app_id == "ap-hermes-sandbox"
         assert (tmp_path / "ws" / "slot-0").is_dir()
         assert (tmp_path / "ws" / "slot-1").is_dir()
@@ -219,7 +228,7 @@ async def test_creation_rate_and_starting_cap(tmp_path: Path, fake: Any) -> None
 async def test_sweep_terminates_only_tagged_sandboxes(tmp_path: Path, fake: Any) -> None:
     backend = ModalBackend(_config(tmp_path), sdk=fake.sdk())
     mine = await backend.start_host(_spec("p1-h0", 1))
-    other = await backend.start_host(HostSpec(pool_name="p2", host_id="p2-h0", slots=1))
+    other = await backend.start_host(_spec("p2-h0", 1, pool="p2"))
     try:
         assert await ModalBackend(_config(tmp_path), sdk=fake.sdk()).sweep_orphans("p1") == 1
         assert not await mine.healthy()
