@@ -96,7 +96,7 @@ def logprob_change(files: dict[str, Path]) -> dict[str, tuple[float, float]]:
     scored = {}
     for name, path in files.items():
         with LlamaRuntime(path, n_ctx=1024, n_threads=THREADS) as runtime:
-            rows = runtime.feed(ids, all_logits=True)[:-1].astype(np.float64)
+            rows = runtime.feed(ids, rows_from=0)[:-1].astype(np.float64)
         rows -= rows.max(axis=1, keepdims=True)
         logprobs = rows - np.log(np.exp(rows).sum(axis=1, keepdims=True))
         scored[name] = logprobs[np.arange(len(ids) - 1), ids[1:]]

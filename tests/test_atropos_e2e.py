@@ -25,6 +25,7 @@ from hermes_protocols.formats import ATROPOS_MASKED as MASKED
 from hermes_rollouts import pull_batch, register_trainer
 
 from tests.processes import background_process, clean_env, free_port, wait_http
+from tests.recompute import recompute
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "apps" / "atropos_env"
@@ -51,22 +52,6 @@ def _app_cmd(*args: str) -> list[str]:
     return [sys.executable, str(APP), *args]
 
 
-#: teacher-forced recompute in a fresh process, as a trainer would do it: every id sequence on
-#: stdin (JSON) -> the logprob of ids[1:] under the embedded model, as JSON on stdout
-_RECOMPUTE = """
-import json, sys
-import anyio
-from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
-
-async def main():
-    sequences = json.load(sys.stdin)
-    async with await EmbeddedTokenBackend.open(n_ctx=2048) as model:
-        print(json.dumps([await model.score(ids, start=1) for ids in sequences]))
-
-anyio.run(main)
-"""
-
-
 async def _check_against_model(groups: Sequence[dict[str, Any]]) -> None:
     """Every unmasked token and its logprob is what the embedded model produced: a
     teacher-forced recompute of the whole sequence by the same model, in a fresh process,
@@ -78,21 +63,17 @@ async def _check_against_model(groups: Sequence[dict[str, Any]]) -> None:
             group["tokens"], group["masks"], group["inference_logprobs"], strict=True
         )
     ]
-    with anyio.fail_after(600):
-        done = await anyio.run_process(
-            [sys.executable, "-c", _RECOMPUTE],
-            input=json.dumps([ids for ids, _, _ in rows]).encode(),
-            check=True,
-        )
-    recomputed_rows = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    # from the first sampled id on (the prompt's logits are not needed)
+    starts = [next((p for p, m in enumerate(r[1]) if m != MASKED), len(r[1])) for r in rows]
+    recomputed_rows = await recompute([(r[0], s) for r, s in zip(rows, starts, strict=True)])
     checked = 0
-    for (ids, mask, lps), recomputed in zip(rows, recomputed_rows, strict=True):
+    for (ids, mask, lps), start, recomputed in zip(rows, starts, recomputed_rows, strict=True):
         for position, m in enumerate(mask):
             if m == MASKED:
                 continue
             assert m == ids[position]
             assert position >= 1
-            want = recomputed[position - 1]
+            want = recomputed[position - start]
             assert abs(lps[position] - want) < 1e-5, (position, lps[position], want)
             checked += 1
     assert checked > 0

@@ -12,7 +12,6 @@ import json
 import re
 import shlex
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from hermes_rollouts import EnvironmentSpec, build_environment, item_from_json
 from hermes_sandbox import PoolConfig, SandboxPool
 from hermes_sandbox.factory import SandboxSpec, build_backend, build_toolsets
 
+from tests.recompute import recompute
 from tests.user_command import UserCommand, traversable_tmp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,20 +41,6 @@ WRITE_WORD = json.dumps({"families": ["write_word"], "difficulties": [1]})
 EXIT_S = 30
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-#: teacher-forced logprobs of ids[start:] for every [ids, start] on stdin, in a fresh process
-RECOMPUTE = """
-import json, sys
-import anyio
-from hermes_loop.embedded.token_backend import EmbeddedTokenBackend
-
-async def main():
-    sequences = json.load(sys.stdin)
-    async with await EmbeddedTokenBackend.open(n_ctx=2048) as model:
-        print(json.dumps([await model.score(ids, start=start) for ids, start in sequences]))
-
-anyio.run(main)
-"""
 
 
 @pytest.fixture
@@ -112,12 +98,7 @@ async def recomputed(found: list[dict[str, Any]]) -> None:
     """Every action logprob is the embedded model's teacher-forced one (to the tolerance)."""
     # from the first action on (the logits of the prompt's positions are not needed)
     starts = [r["ledger"]["mask"].index(1) for r in found]
-    sequences = [[r["ledger"]["ids"], start] for r, start in zip(found, starts, strict=True)]
-    with anyio.fail_after(600):
-        done = await anyio.run_process(
-            [sys.executable, "-c", RECOMPUTE], input=json.dumps(sequences).encode(), check=True
-        )
-    rows = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    rows = await recompute([(r["ledger"]["ids"], s) for r, s in zip(found, starts, strict=True)])
     for record, start, row in zip(found, starts, rows, strict=True):
         ledger = record["ledger"]
         assert start >= 1

@@ -200,6 +200,23 @@ async def test_raw_logprobs_equal_a_teacher_forced_recompute(
 
 
 @pytest.mark.anyio
+async def test_scoring_from_a_later_start_gives_the_same_logprobs(
+    embedded_backend: EmbeddedTokenBackend,
+    embedded_tokenizer: GGUFTokenizer,
+    embedded_template: JinjaChatTemplate,
+) -> None:
+    """llama.cpp computes logits only from ``start`` on (most of a rollout is prompt); the
+    rows it does compute are those of a whole-sequence score, across the micro-batch and the
+    512-id batch edges (a batch before ``start`` computes no row)."""
+    ids = chat_prompt(embedded_tokenizer, embedded_template, "Count from one to twenty. " * 90)
+    assert len(ids) > 530
+    whole = await embedded_backend.score(ids, start=1)
+    for start in (2, 33, 514, len(ids)):
+        tail = await embedded_backend.score(ids, start=start)
+        assert tail == pytest.approx(whole[start - 1 :], abs=1e-6), start
+
+
+@pytest.mark.anyio
 async def test_sampled_logprobs_are_those_of_the_tempered_distribution(
     embedded_backend: EmbeddedTokenBackend,
     embedded_tokenizer: GGUFTokenizer,

@@ -210,8 +210,8 @@ def test_a_sequence_extended_after_another_was_cut_back_computes_what_a_fresh_on
     runtime.feed(first, seq=0)
     runtime.feed(second, seq=1)
     runtime.truncate(8, seq=0)
-    reused = runtime.feed(more, all_logits=True, seq=1)
+    reused = runtime.feed(more, rows_from=0, seq=1)
     with LlamaRuntime(default_model_path(), n_ctx=1024, n_seq=1, n_threads=2) as fresh:
         fresh.feed(second)
-        alone = fresh.feed(more, all_logits=True)
+        alone = fresh.feed(more, rows_from=0)
     assert np.array_equal(reused, alone)

@@ -77,7 +77,7 @@ def test_the_thread_count_does_not_change_the_logits() -> None:
         for threads in (2, 1):
             runtime.clear()
             runtime.set_threads(threads)
-            rows.append(runtime.feed(ids, all_logits=True))
+            rows.append(runtime.feed(ids, rows_from=0))
             rows.append(runtime.feed_one(ids[0]).copy())
     assert np.array_equal(rows[0], rows[2])
     assert np.array_equal(rows[1], rows[3])

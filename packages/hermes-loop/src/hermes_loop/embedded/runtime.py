@@ -314,14 +314,17 @@ class LlamaRuntime:
             raise BackendError(f"llama.cpp has no logits for batch row {row}")
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
 
-    def feed(self, ids: Sequence[int], *, all_logits: bool = False, seq: int = 0) -> FloatArray:
+    def feed(self, ids: Sequence[int], *, rows_from: int | None = None, seq: int = 0) -> FloatArray:
         """Evaluate ``ids`` after sequence ``seq``'s cached ones, one sequence per batch.
 
-        Returns the last token's logits (a view valid until the next call), or with
-        ``all_logits`` a copy with one row per token (shape ``(len(ids), n_vocab)``).
+        Returns the last id's logits (a view valid until the next call), or with ``rows_from``
+        a copy with one row per id from ``ids[rows_from]`` on (shape
+        ``(len(ids) - rows_from, n_vocab)``); llama.cpp computes no row before it.
         """
         if not ids:
             raise ValueError("nothing to evaluate")
+        if rows_from is not None and not 0 <= rows_from < len(ids):
+            raise ValueError(f"rows_from must be in [0, {len(ids)}), got {rows_from}")
         if len(self._tokens[seq]) + len(ids) > self.n_ctx:
             raise EmbeddedContextOverflow(
                 f"{len(self._tokens[seq]) + len(ids)} tokens do not fit the "
@@ -331,13 +334,14 @@ class LlamaRuntime:
         row = -1
         for offset in range(0, len(ids), self.n_batch):
             chunk = ids[offset : offset + self.n_batch]
-            if all_logits:
-                out.extend(self._feed_all(chunk, seq))
-            else:
+            if rows_from is None:
                 (row,) = self.decode([(seq, chunk, True)])
-        return np.stack(out) if all_logits else self.logits(row)
+            else:
+                out.extend(self._feed_rows(chunk, seq, max(rows_from - offset, 0)))
+        return np.stack(out) if rows_from is not None else self.logits(row)
 
-    def _feed_all(self, chunk: Sequence[int], seq: int) -> list[FloatArray]:
+    def _feed_rows(self, chunk: Sequence[int], seq: int, first: int) -> list[FloatArray]:
+        """Evaluate ``chunk``; copies of the logits of ``chunk[first:]`` (none if past it)."""
         start = len(self._tokens[seq])
         batch = self._batch
         for i, token in enumerate(chunk):
@@ -345,7 +349,7 @@ class LlamaRuntime:
             batch.pos[i] = start + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = seq
-            batch.logits[i] = 1
+            batch.logits[i] = int(i >= first)
         batch.n_tokens = len(chunk)
         status = llama_cpp.llama_decode(self._ctx, batch)
         self.n_calls += 1
@@ -354,7 +358,7 @@ class LlamaRuntime:
             raise BackendError(f"llama_decode failed with status {status}")
         self._tokens[seq].extend(chunk)
         self.n_decoded += len(chunk)
-        return [self.logits(i).copy() for i in range(len(chunk))]
+        return [self.logits(i).copy() for i in range(first, len(chunk))]
 
     def feed_one(self, token: int, seq: int = 0) -> FloatArray:
         """Evaluate one token after sequence ``seq``'s cached ones; return a logits view."""

@@ -205,10 +205,10 @@ class BatchScheduler:
         try:
             runtime.truncate(0, seq)
             try:
-                rows = runtime.feed(request.prompt, all_logits=True, seq=seq)
+                rows = runtime.feed(request.prompt, rows_from=request.start - 1, seq=seq)
             finally:
                 runtime.truncate(0, seq)
-            request.finish_with(rows[request.start - 1 : len(request.prompt) - 1])
+            request.finish_with(rows[:-1])
         except Exception as exc:
             request.fail(exc)
         finally:

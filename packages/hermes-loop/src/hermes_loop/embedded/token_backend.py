@@ -172,7 +172,8 @@ class EmbeddedTokenBackend:
         """Teacher-forced raw logprobs of ``ids[start:]``, each given all ids before it.
 
         Evaluates the whole sequence in one pass from an empty sequence (the reference a
-        trainer computes); element ``i`` is ``log_softmax`` of ``ids[start + i]``.
+        trainer computes); element ``i`` is ``log_softmax`` of ``ids[start + i]``. Logits are
+        computed for those positions only: scoring just a completion costs less.
         """
         rows = await self.teacher_logits(ids, start=start)
         targets = list(ids[start:])
