@@ -93,11 +93,14 @@ def test_the_trainer_learns_from_a_batch_runner_run(tmp_path: Path) -> None:
             for group in mixed:
                 mean = sum(s.reward or 0.0 for s in group) / len(group)
                 for sample in group:
-                    before = np.array(await backend.score(sample.ids))
+                    # from the first trained id on (the prompt's logits are not needed)
+                    mask = sample.mask
+                    start = mask.index(1) if 1 in mask else len(mask) - 1
+                    before = np.array(await backend.score(sample.ids, start=start))
                     await backend.load_lora(config.adapter_path)
-                    after = np.array(await backend.score(sample.ids))
+                    after = np.array(await backend.score(sample.ids, start=start))
                     await backend.load_lora(None)
-                    on = np.array(sample.mask[1:]) > 0
+                    on = np.array(mask[start:]) > 0
                     advantage = (sample.reward or 0.0) - mean
                     total += advantage * float((after - before)[on].sum())
         return total
