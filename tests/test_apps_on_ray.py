@@ -9,10 +9,10 @@ The batch runner on ``--sandbox ray``:
 - Its driver killed mid-run: Ray ends the host actors it owned, and within seconds nothing of
   them is left on any node (no process, and, removed by each host's reaper, no slot mount or
   host directory); the resumed run writes every item exactly once.
-- A node killed mid-run: the rollout in flight on it fails for infrastructure, is retried on
-  the nodes left, and every item ends exactly once in the run's records. The node killed is a
-  third one this test adds, and the test waits until the cluster marks it dead, so the
-  session's two nodes are left as they were for the other tests.
+- A node killed mid-run, just after a rollout set up its slot there: that rollout fails for
+  infrastructure, is retried on the nodes left, and every item ends exactly once in the run's
+  records. The node killed is a third one this test adds, and the test waits until the
+  cluster marks it dead, so the session's two nodes are left as they were for the other tests.
 
 Both nodes share this machine, so "on any node" is checked machine-wide: every process, and
 the mount table, under the run's host directories.
@@ -50,14 +50,14 @@ ACTOR = "SandboxHostActor"
 NODE_DEATH_S = 90
 
 
-def _command(cluster: Any, out: Path, hosts: int, *extra: str) -> list[str]:
+def _command(cluster: Any, out: Path, hosts: int, *extra: str, items: int = ITEMS) -> list[str]:
     return [
         sys.executable,
         str(APP),
         "--env",
         "endless_terminals",
         "--num-items",
-        str(ITEMS),
+        str(items),
         "--max-turns",
         "2",
         "--max-tokens",
@@ -87,7 +87,11 @@ def _start(command: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait_for(
-    what: str, ready: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path
+    what: str,
+    ready: Callable[[], bool],
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    every: float = 0.2,
 ) -> None:
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while not ready():
@@ -98,7 +102,7 @@ def _wait_for(
         if time.monotonic() > deadline:
             proc.kill()
             pytest.fail(f"no {what} within {RUN_TIMEOUT_S:.0f} s: {log.read_text()[-3000:]}")
-        time.sleep(0.2)
+        time.sleep(every)
 
 
 def _finish(proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -117,13 +121,13 @@ def _records(out: Path, name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def _exactly_once(out: Path) -> list[dict[str, Any]]:
-    """Every item's record, once, none failed; and a summary that says so."""
+def _exactly_once(out: Path, items: int = ITEMS) -> list[dict[str, Any]]:
+    """Every one of ``items`` records, once, none failed; and a summary that says so."""
     records = _records(out, "trajectories.jsonl")
     assert _records(out, "failed.jsonl") == []
     ids = sorted(record["id"] for record in records)
-    assert len(ids) == ITEMS
-    assert len(set(ids)) == ITEMS, f"an item written twice: {ids}"
+    assert len(ids) == items
+    assert len(set(ids)) == items, f"an item written twice: {ids}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is True
     return records
@@ -174,21 +178,29 @@ def _left_after(hosts: list[Path], seconds: float) -> list[str]:
     return left
 
 
-def _host_nodes(cluster: Any, out: Path) -> dict[Path, str | None]:
+def _host_nodes(cluster: Any, out: Path) -> dict[Path, str]:
     """Each host directory of the run and the node its actor (the owner it records) runs on."""
-    nodes = {}
-    for host in _host_dirs(out):
-        try:
-            owner = json.loads((host / "owner.json").read_text())
-        except (OSError, ValueError):
-            continue  # being created
-        nodes[host] = cluster.node_of(int(owner["pid"]))
-    return nodes
+    return {host: node for host in _host_dirs(out) if (node := _node_of_host(cluster, host))}
 
 
-def _in_use(host: Path) -> bool:
-    """A slot of ``host`` holds a rollout's workspace: acquired and set up, not yet reset."""
-    return any(any(ws.iterdir()) for ws in host.glob("slots/*/workspace") if ws.is_dir())
+def _node_of_host(cluster: Any, host: Path) -> str | None:
+    """The node the actor of ``host`` (the owner it records) runs on, once it has recorded it."""
+    try:
+        owner = json.loads((host / "owner.json").read_text())
+    except (OSError, ValueError):
+        return None  # being created
+    return cluster.node_of(int(owner["pid"]))
+
+
+def _workspace(slot: Path) -> tuple[int, ...] | None:
+    """Which workspace ``slot`` holds a rollout's files in, and their last change (inode and
+    ctime; each reset recreates it), or ``None`` while it holds none (not set up, or reset)."""
+    workspace = slot / "workspace"
+    try:
+        info = workspace.stat()
+        return (info.st_dev, info.st_ino, info.st_ctime_ns) if any(workspace.iterdir()) else None
+    except OSError:
+        return None  # being reset
 
 
 def test_a_killed_driver_leaves_nothing_on_the_nodes_and_the_resumed_run_finishes(
@@ -221,16 +233,33 @@ def test_a_node_killed_mid_run_has_its_rollouts_retried_and_each_item_written_on
 ) -> None:
     doomed = ray_cluster.add_node()
     out, log = tmp_path / "run", tmp_path / "run.log"
-    proc = _start(_command(ray_cluster, out, hosts=4), log)
+    # The hosts past the first start late (a cold Ray worker each: ~18 s after the first
+    # here); enough items that the added node's host still gets rollouts.
+    items = 2 * ITEMS
+    proc = _start(_command(ray_cluster, out, hosts=4, items=items), log)
 
-    def busy_on_doomed() -> bool:
-        on_it = [h for h, node in _host_nodes(ray_cluster, out).items() if node == doomed]
-        return any(_in_use(host) for host in on_it) and _records(out, "trajectories.jsonl") != []
+    nodes: dict[Path, str] = {}
+    seen: dict[Path, tuple[int, ...] | None] = {}
 
-    _wait_for("a rollout on the added node", busy_on_doomed, proc, log)
+    def rollout_begun_on_doomed() -> bool:
+        """A slot on the added node has a workspace set up since the last look (empty then, or
+        another one: a reset recreates it, a setup writes it). Its rollout has the agent and
+        the verifier ahead of it, both needing the node; a slot merely in use may be past its
+        verifier, in the reset that ends it."""
+        begun = False
+        for host in _host_dirs(out):
+            if host not in nodes and (node := _node_of_host(ray_cluster, host)) is not None:
+                nodes[host] = node
+            for slot in host.glob("slots/*") if nodes.get(host) == doomed else ():
+                now = _workspace(slot)
+                begun |= now is not None and slot in seen and seen[slot] != now
+                seen[slot] = now
+        return begun
+
+    _wait_for("a rollout begun on the added node", rollout_begun_on_doomed, proc, log, every=0.05)
     ray_cluster.kill_node(doomed)
     _finish(proc, log)
-    records = _exactly_once(out)
+    records = _exactly_once(out, items)
     retried = [r["id"] for r in records if r["metadata"]["attempts"] > 1]
     assert retried, "no rollout was retried after its node was killed"
     assert "failed (infrastructure)" in log.read_text()
