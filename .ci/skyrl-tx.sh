@@ -5,14 +5,14 @@
 #   ~/.cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m  SmolLM2-135M-Instruct as HF safetensors +
 #                                                   tokenizer, converted from the workspace's GGUF
 # Idempotent: a marker written last (holding the requirements' hash) makes a second run skip.
-# torch must be the CPU wheel (PyPI's torch pulls GBs of CUDA): it comes from a local wheel
-# directory, the first argument or /opt/wheels.
+# torch is the CPU wheel from a local wheel directory, the first argument or /opt/wheels
+# (.ci/torch-wheel.sh).
 # Usage: .ci/skyrl-tx.sh [WHEEL_DIR]    (after `uv sync`: the GGUF is read from the workspace environment)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source .ci/torch-wheel.sh
 
 version="0.3.0"
-torch_version="2.13.0+cpu"
 requirements=".ci/skyrl-tx-requirements.txt"
 cache="${HOME}/.cache/hermes-rl/skyrl-tx-${version}"
 venv="${cache}/venv"
@@ -27,20 +27,7 @@ if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]]; then
 fi
 rm -f "$marker"
 
-shopt -s nullglob
-torch_wheels=("${wheels}"/torch-"${torch_version}"-cp311-*.whl)
-shopt -u nullglob
-if [[ ${#torch_wheels[@]} -eq 0 ]]; then
-    cat >&2 <<EOF
-skyrl-tx.sh: no torch ${torch_version} wheel for Python 3.11 in ${wheels}.
-  The server environment needs PyTorch's CPU build (PyPI's torch would pull GBs of CUDA).
-  Put torch-${torch_version}-cp311-cp311-manylinux_2_28_x86_64.whl into ${wheels}, e.g.
-    pip download --no-deps --python-version 3.11 --only-binary=:all: -d ${wheels} \\
-        torch==${torch_version} --index-url https://download.pytorch.org/whl/cpu
-  or pass a directory that has it: .ci/skyrl-tx.sh DIR
-EOF
-    exit 1
-fi
+torch="$(torch_wheel skyrl-tx.sh "$wheels")"
 
 gguf="$(uv run --frozen --no-sync python -c \
     'from hermes_loop.embedded.model_file import default_model_path; print(default_model_path())')"
@@ -54,7 +41,7 @@ if [[ ! -x "${venv}/bin/python" ]]; then
     echo "skyrl-tx.sh: creating ${venv} (Python 3.11)"
     uv venv --quiet --python 3.11 "$venv"
 fi
-echo "skyrl-tx.sh: installing ${requirements} into ${venv} (torch from ${torch_wheels[0]})"
+echo "skyrl-tx.sh: installing ${requirements} into ${venv} (torch from ${torch})"
 nice -n 10 uv pip sync --python "${venv}/bin/python" --find-links "$wheels" "$requirements"
 
 echo "skyrl-tx.sh: converting ${gguf} to ${model} (float32 safetensors + tokenizer)"

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Install TRL 1.16.0 for the TRL adapter (apps/trl_env, docs/trl.md):
 #   ~/.cache/hermes-rl/trl-1.16.0/venv   Python 3.11, exactly .ci/trl-requirements.txt
-# torch is the machine image's CPU wheel (torch 2.13.0+cpu from the first argument or
-# /opt/wheels, as .ci/skyrl-tx.sh finds it): PyPI's torch would pull GBs of CUDA, so the
-# requirements pin the +cpu build, which only that directory has. TRL needs transformers 5 while
-# the skyrl-tx venv pins 4.57, so it has a venv of its own (1.2 GB); the model is the SmolLM2
-# conversion .ci/skyrl-tx.sh already made (~/.cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m).
-# Idempotent: a marker written last (the hash of the requirements and of this script) makes a
-# second run skip. About 5 s once with uv's cache warm.
+# torch is the machine image's CPU wheel (from the first argument or /opt/wheels,
+# .ci/torch-wheel.sh): PyPI's torch would pull GBs of CUDA, so the requirements pin the +cpu
+# build, which only that directory has. TRL needs transformers 5 while the skyrl-tx venv pins
+# 4.57, so it has a venv of its own (1.2 GB); the model is the SmolLM2 conversion
+# .ci/skyrl-tx.sh already made (~/.cache/hermes-rl/skyrl-tx-0.3.0/smollm2-135m).
+# Idempotent: a marker written last (the hash of the requirements and of these scripts) makes
+# a second run skip. About 5 s once with uv's cache warm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source .ci/torch-wheel.sh
 
 version="1.16.0"
 requirements=".ci/trl-requirements.txt"
@@ -17,20 +18,15 @@ cache="${HOME}/.cache/hermes-rl/trl-${version}"
 venv="${cache}/venv"
 marker="${cache}/complete"
 wheels="${1:-/opt/wheels}"
-stamp="$(cat "$requirements" "$0" | sha256sum | cut -d' ' -f1)"
+stamp="$(cat "$requirements" "$0" .ci/torch-wheel.sh | sha256sum | cut -d' ' -f1)"
 
 if [[ -f "$marker" && "$(cat "$marker")" == "$stamp" ]]; then
     echo "trl.sh: ${cache} is complete; skipping"
     exit 0
 fi
 rm -f "$marker"
-shopt -s nullglob
-torch_wheels=("${wheels}"/torch-2.13.0+cpu-cp311-*.whl)
-shopt -u nullglob
-if [[ ${#torch_wheels[@]} -eq 0 ]]; then
-    echo "trl.sh: no torch 2.13.0+cpu wheel for Python 3.11 in ${wheels} (see .ci/skyrl-tx.sh)" >&2
-    exit 1
-fi
+torch="$(torch_wheel trl.sh "$wheels")"
+echo "trl.sh: installing ${requirements} into ${venv} (torch from ${torch})"
 mkdir -p "$cache"
 # the workspace's interpreter: the venv loads the workspace's compiled modules
 python="$(uv run --frozen --no-sync python -c 'import sys; print(sys._base_executable)')"
