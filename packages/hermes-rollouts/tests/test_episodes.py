@@ -5,8 +5,12 @@ host, mount or process once closed."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -93,4 +97,44 @@ def test_a_setup_that_failed_has_no_reward(tmp_path: Path) -> None:
     assert outcome.reward is None
     assert outcome.infrastructure is not None
     assert "the host went away" in outcome.infrastructure
+    assert no_leftovers(pool, before) == []
+
+
+@pytest.mark.parametrize("scheduled", [True, False], ids=["task-scheduled", "never-scheduled"])
+def test_an_interrupt_while_an_episode_starts_still_aborts_it(scheduled: bool) -> None:
+    """A ``KeyboardInterrupt`` inside ``start``, once the episode's task is scheduled or before:
+    leaving the block aborts the episode before the pool closes (its slot released, nothing
+    left), without waiting on a task that never began."""
+    pool = f"episodes-{uuid.uuid4().hex[:8]}"
+    before = Snapshot.take()
+    write_word = EnvironmentSpec(
+        name="endless_terminals", options={"families": ["write_word"], "difficulties": [1]}
+    )
+    timeout_s = 120.0
+    with (  # noqa: PT012 (leaving the block is what is tested)
+        pytest.raises(KeyboardInterrupt),
+        blocking_episodes(spec(write_word, pool), timeout_s=timeout_s) as episodes,
+    ):
+        item = next(iter(episodes.host.environment.items(seed=0)))
+        portal = episodes._portal
+        real = portal.start_task_soon
+        tasks: list[Future[Any]] = []
+
+        def interrupted(func: Any, *args: Any, **kwargs: Any) -> Any:
+            """The portal's own calls go through ``start_task_soon`` too: only the episode's
+            task (a ``partial`` of its run) is interrupted, once."""
+            if not isinstance(func, partial):
+                return real(func, *args, **kwargs)
+            del portal.start_task_soon
+            if scheduled:  # and running: its slot acquired and set up
+                tasks.append(real(func))
+                portal.call(episodes._wait, func.args[1].started)
+            raise KeyboardInterrupt
+
+        portal.start_task_soon = interrupted  # type: ignore[method-assign,assignment]
+        started = time.monotonic()
+        episodes.start(item, seed=1)
+    assert time.monotonic() - started < timeout_s / 4
+    # aborted by the block's exit (which returns no rollout), not cancelled with the portal
+    assert [task.result(timeout=0) for task in tasks] == ([None] if scheduled else [])
     assert no_leftovers(pool, before) == []

@@ -53,6 +53,7 @@ class _Bridge:
         self.finished = anyio.Event()
         self.scope = anyio.CancelScope()  # cancelled by an abort
         self.done = anyio.Event()  # the rollout returned (its slot released) or was aborted
+        self.began = False  # its rollout task is running (set on the event loop)
         self.executor: ToolExecutor | None = None
         self.messages: list[Message] = []
         self.turns = 0
@@ -186,9 +187,9 @@ class BlockingEpisodes:
         """Acquire a slot and set ``item``'s workspace up; the episode is open until
         :meth:`finish` or :meth:`abort`. A setup that failed shows in :meth:`finish`."""
         bridge: _Bridge = self._portal.call(_Bridge)
-        rollout = self._portal.start_task_soon(partial(self._run, item, bridge, seed))
-        episode = Episode(bridge, rollout)
-        self._open.add(episode)
+        episode = Episode(bridge)
+        self._open.add(episode)  # before its task: an interrupt from here on still aborts it
+        episode.rollout = self._portal.start_task_soon(partial(self._run, item, bridge, seed))
         self._portal.call(self._wait, bridge.started)
         return episode
 
@@ -217,6 +218,7 @@ class BlockingEpisodes:
             self.abort(episode)
 
     async def _run(self, item: Item, bridge: _Bridge, seed: int) -> ScoredRollout | None:
+        bridge.began = True
         try:
             with bridge.scope:
                 return await self.host.run(item, bridge, seed=seed)
@@ -225,8 +227,9 @@ class BlockingEpisodes:
             bridge.done.set()
 
     async def _abort(self, bridge: _Bridge) -> None:
-        bridge.scope.cancel()
-        await self._wait(bridge.done)
+        bridge.scope.cancel()  # a task that begins later ends at once, with nothing acquired
+        if bridge.began:
+            await self._wait(bridge.done)
 
     async def _wait(self, event: anyio.Event) -> None:
         with anyio.fail_after(self._timeout_s):
