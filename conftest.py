@@ -12,8 +12,7 @@ by a ``live_cluster`` mark) is ``heavy`` and in no other group, so a parallel se
 the cluster once, and the fixture fails if a second worker of the run starts one anyway; a
 cluster's tests run one after the other (those marked ``breaks_cluster``, which kill a node,
 last), and the cluster stops as soon as the last of them ends, not at the end of the session;
-and workers get the slow tests first, so no long test starts last. Each worker runs on CPUs
-of its own until it is the last one left (``pytest_configure``). Every run ends by naming
+and workers get the slow tests first, so no long test starts last. Every run ends by naming
 the unmarked tests that took longer than ``SLOW_S``.
 """
 
@@ -238,65 +237,7 @@ def pytest_runtest_teardown(
     return result
 
 
-#: this pytest-xdist worker's CPU share: the file holding its pid while it runs (each worker
-#: of the run has one in the same directory), and all the CPUs the worker started with
-_CPU_SHARE = pytest.StashKey[tuple[Path, set[int]]]()
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """A pytest-xdist worker runs on a share of the CPUs of its own while another worker runs.
-    Unpinned, two workers on two cores put two CPU-bound processes on one core at times, and
-    their threads stall each other at every barrier (torch's OpenMP, XLA's and llama.cpp's
-    spin): the TRL docs step beside the Atropos `process` test took 259 s and 286 s, on a core
-    each 107 s and 131 s. Children and threads started later inherit the share."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None:
-        return
-    cpus = os.sched_getaffinity(0)
-    count = int(workerinput["workercount"])
-    if count < 2 or len(cpus) < count:
-        return
-    index = int(str(workerinput["workerid"]).removeprefix("gw"))
-    directory = Path(tempfile.gettempdir()) / f"hermes-cpus-{workerinput['testrunuid']}"
-    directory.mkdir(exist_ok=True)
-    own = directory / str(workerinput["workerid"])
-    own.write_text(str(os.getpid()), encoding="utf-8")
-    config.stash[_CPU_SHARE] = own, cpus
-    os.sched_setaffinity(0, sorted(cpus)[index::count])
-
-
-def _widen_when_alone(config: pytest.Config) -> None:
-    """Take all the CPUs back once every other worker has ended (its pid file is gone, or its
-    process): the last worker, often the ``heavy`` group's, runs alone."""
-    share = config.stash.get(_CPU_SHARE, None)
-    if share is None:
-        return
-    own, cpus = share
-    if os.sched_getaffinity(0) == cpus:
-        return
-    if not any(_running(path) for path in own.parent.iterdir() if path != own):
-        os.sched_setaffinity(0, cpus)
-
-
-def _running(pid_file: Path) -> bool:
-    try:
-        os.kill(int(pid_file.read_text(encoding="utf-8")), 0)
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        return False
-    return True
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    share = config.stash.get(_CPU_SHARE, None)
-    if share is not None:
-        own, _ = share
-        own.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # another worker's file is still there
-            own.parent.rmdir()
-
-
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _widen_when_alone(item.config)
     live = _held(item.config)
     for name in _live_clusters(item):
         if name in live and live[name] is None:

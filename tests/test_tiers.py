@@ -5,9 +5,6 @@ fixture refuses a second worker), and a run names unmarked tests that were slow.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -260,59 +257,3 @@ def test_the_run_names_unmarked_tests_slower_than_the_threshold(suite: pytest.Py
         ["*unmarked tests slower than 0.2 s: mark them slow*", "*s  test_suite.py::test_lingers"]
     )
     assert "test_marked_and_lingers" not in result.stdout.str()
-
-
-AFFINITY = """
-import json
-import os
-import tempfile
-import time
-from pathlib import Path
-
-import pytest
-
-OUT = Path(__file__).parent
-
-
-def _record(name):
-    (OUT / f"{name}.json").write_text(json.dumps(sorted(os.sched_getaffinity(0))))
-
-
-@pytest.mark.xdist_group("a")
-def test_a_beside_b(request):
-    _record("a_beside_b")
-    share = Path(tempfile.gettempdir()) / f"hermes-cpus-{request.config.workerinput['testrunuid']}"
-    deadline = time.monotonic() + 60
-    while len(list(share.iterdir())) > 1:  # until worker b has ended
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-
-
-@pytest.mark.xdist_group("a")
-def test_a_alone():
-    _record("a_alone")
-
-
-@pytest.mark.xdist_group("b")
-def test_b():
-    _record("b")
-"""
-
-
-@pytest.mark.slow  # two pytest-xdist workers
-def test_each_worker_runs_on_its_own_cpus_until_it_is_alone(suite: pytest.Pytester) -> None:
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        pytest.skip("one CPU: the workers share it")
-    suite.makepyfile(test_suite=AFFINITY)
-    shares = set(Path(tempfile.gettempdir()).glob("hermes-cpus-*"))
-    result = suite.runpytest_subprocess("-n", "2", "--dist", "loadgroup")
-    result.assert_outcomes(passed=3)
-    seen = {
-        name: json.loads((suite.path / f"{name}.json").read_text(encoding="utf-8"))
-        for name in ("a_beside_b", "b", "a_alone")
-    }
-    assert sorted(seen["a_beside_b"] + seen["b"]) == cpus
-    assert set(seen["a_beside_b"]).isdisjoint(seen["b"])
-    assert seen["a_alone"] == cpus
-    assert set(Path(tempfile.gettempdir()).glob("hermes-cpus-*")) <= shares  # removed
