@@ -207,12 +207,15 @@ def test_a_killed_driver_leaves_nothing_on_the_nodes_and_the_resumed_run_finishe
     ray_cluster: Any, tmp_path: Path
 ) -> None:
     out, log = tmp_path / "run", tmp_path / "run.log"
-    proc = _start(_command(ray_cluster, out, hosts=2), log)
+    # the second host starts late (a cold Ray worker); in one CI run the 8 items of the first
+    # host were all written before it came up: enough items that the kill finds both
+    items = 2 * ITEMS
+    proc = _start(_command(ray_cluster, out, hosts=2, items=items), log)
 
     def on_both_nodes() -> bool:
         nodes = set(_host_nodes(ray_cluster, out).values())
         done = len(_records(out, "trajectories.jsonl"))
-        return nodes == set(ray_cluster.raylets()) and 1 <= done < ITEMS
+        return nodes == set(ray_cluster.raylets()) and 1 <= done < items
 
     _wait_for("hosts on both nodes and a record", on_both_nodes, proc, log)
     hosts = _host_dirs(out)
@@ -221,9 +224,9 @@ def test_a_killed_driver_leaves_nothing_on_the_nodes_and_the_resumed_run_finishe
     left = _left_after(hosts, REAPED_WITHIN_S)
     assert left == [], "the dead driver's actors or what they held on the nodes are still there"
 
-    resumed = _start([*_command(ray_cluster, out, hosts=2), "--resume"], log)
+    resumed = _start([*_command(ray_cluster, out, hosts=2, items=items), "--resume"], log)
     _finish(resumed, log)
-    _exactly_once(out)
+    _exactly_once(out, items)
     # Ray ends a finished driver's actors after it exits, as it does a killed one's
     assert _left_after(sorted({*hosts, *_host_dirs(out)}), REAPED_WITHIN_S) == []
 
