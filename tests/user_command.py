@@ -11,7 +11,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -61,18 +61,27 @@ def _processes_naming(path: Path) -> dict[int, str]:
 class UserCommand:
     """``uv run`` of an app in a new session; stdout and stderr go to files."""
 
-    def __init__(self, app: str, args: Sequence[str], *, cwd: Path, tmp: Path) -> None:
+    def __init__(
+        self,
+        app: str,
+        args: Sequence[str],
+        *,
+        cwd: Path,
+        tmp: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``env``: variables to add to the test's environment."""
         uv = shutil.which("uv")
         if uv is None:
             pytest.skip("uv is not on PATH: these tests start the apps as a user does")
         self.tmp = tmp  # every bwrap host of the run lives beneath it
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MODAL_", "WANDB_"))}
-        env["TMPDIR"] = str(self.tmp)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("MODAL_", "WANDB_"))}
+        environ |= {**(env or {}), "TMPDIR": str(self.tmp)}
         self.out_path, self.err_path = cwd / "stdout.log", cwd / "stderr.log"
         cmd = [uv, "run", "--frozen", "--no-sync", "--project", str(ROOT), str(ROOT / app)]
         with self.out_path.open("wb") as out, self.err_path.open("wb") as err:
             self.process = subprocess.Popen(
-                [*cmd, *args], cwd=cwd, env=env, stdout=out, stderr=err, start_new_session=True
+                [*cmd, *args], cwd=cwd, env=environ, stdout=out, stderr=err, start_new_session=True
             )
 
     @property
