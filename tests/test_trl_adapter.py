@@ -34,7 +34,8 @@ TIMEOUT_S = 900
 EXIT_S = 60
 #: torch's OpenMP threads sleep rather than spin while they wait: the other pytest-xdist worker
 #: holds one of the 2 cores. The docs step beside the Atropos `process` test took 259 s (and
-#: the other 286 s) spinning, 117 s (151 s) with this; alone, 27-30 s against 31-40 s.
+#: the other 286 s) spinning, 117 s (151 s) with this; alone, the plugin test's command took
+#: 27-30 s spinning and 31-40 s with this.
 QUIET_WAITS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.heavy]
