@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import attrs
 import gguf
 import numpy as np
 import numpy.typing as npt
 from hermes_protocols import ConfigError
+from hermes_rollouts import read_gguf_file
+
+if TYPE_CHECKING:
+    from hermes_rollouts.models import GGUFFile, GGUFTensor
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -58,21 +63,20 @@ class BaseWeights:
         return self.embed if self.output is None else self.output
 
 
-def _field(reader: gguf.GGUFReader, key: str) -> object:
-    field = reader.fields.get(key)
-    if field is None:
+def _field(reader: GGUFFile, key: str) -> object:
+    if key not in reader.metadata:
         raise ConfigError(f"the GGUF has no {key!r}; is it a llama-architecture model?")
-    return field.contents()
+    return reader.metadata[key]
 
 
-def _number(reader: gguf.GGUFReader, key: str) -> float:
+def _number(reader: GGUFFile, key: str) -> float:
     value = _field(reader, key)
     if not isinstance(value, int | float):
         raise ConfigError(f"the GGUF's {key!r} is not a number: {value!r}")
     return float(value)
 
 
-def read_config(reader: gguf.GGUFReader) -> LlamaConfig:
+def read_config(reader: GGUFFile) -> LlamaConfig:
     """The ``llama.*`` hyperparameters; any other architecture is a :class:`ConfigError`."""
     arch = _field(reader, "general.architecture")
     if arch != "llama":
@@ -84,20 +88,20 @@ def read_config(reader: gguf.GGUFReader) -> LlamaConfig:
         d_ff=int(_number(reader, "llama.feed_forward_length")),
         n_heads=int(_number(reader, "llama.attention.head_count")),
         n_kv_heads=int(_number(reader, "llama.attention.head_count_kv")),
-        vocab_size=int(embed.shape[1]),
+        vocab_size=embed.shape[1],
         rope_base=_number(reader, "llama.rope.freq_base"),
         rms_eps=_number(reader, "llama.attention.layer_norm_rms_epsilon"),
     )
 
 
-def _dequantized(tensor: gguf.ReaderTensor) -> FloatArray:
+def _dequantized(tensor: GGUFTensor) -> FloatArray:
     values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
     return np.ascontiguousarray(values, dtype=np.float32)
 
 
 def read_base_weights(path: str | Path) -> BaseWeights:
     """Every weight of the GGUF at ``path``, dequantized (blocking: call it off the loop)."""
-    reader = gguf.GGUFReader(str(path))
+    reader = read_gguf_file(path)
     config = read_config(reader)
     tensors = {t.name: t for t in reader.tensors}
     per_layer: dict[str, list[FloatArray]] = {kind: [] for kind in (*PROJECTIONS, *_NORMS)}

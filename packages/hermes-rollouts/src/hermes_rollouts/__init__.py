@@ -49,7 +49,12 @@ from hermes_rollouts.episodes import (
     blocking_episodes,
     open_episode_host,
 )
-from hermes_rollouts.models import TokenizerDir, hf_tokenizer_dir, resolve_model_path
+from hermes_rollouts.models import (
+    TokenizerDir,
+    hf_tokenizer_dir,
+    read_gguf_file,
+    resolve_model_path,
+)
 from hermes_rollouts.option_defaults import (
     COMMAND_TIMEOUT,
     CONTEXT_TOKENS,
@@ -222,6 +227,7 @@ __all__ = [
     "parser_names",
     "prefill_messages",
     "pull_batch",
+    "read_gguf_file",
     "reference_slug",
     "register_trainer",
     "resolve_environment",

@@ -5,12 +5,17 @@ sampler), built the way :func:`hermes_loop.open_model` builds its token servers'
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 from hermes_loop import HFTokenizer, ModelHandle, ModelSpec, TokenModel
 from hermes_loop.end_ids import resolve_end_ids
 from hermes_loop.factory import LoraLoader
 from hermes_protocols import TokenBackend, ToolCallParser
+
+if TYPE_CHECKING:
+    from hermes_loop.embedded.gguf_file import GGUFFile as GGUFFile
+    from hermes_loop.embedded.gguf_file import GGUFTensor as GGUFTensor
 
 
 def resolve_model_path(model: str | Path | None) -> Path:
@@ -20,6 +25,14 @@ def resolve_model_path(model: str | Path | None) -> Path:
     from hermes_loop.embedded.model_file import resolve_model_path as resolve
 
     return resolve(model)
+
+
+def read_gguf_file(path: str | Path) -> GGUFFile:
+    """A GGUF file's metadata and tensors (:func:`hermes_loop.embedded.gguf_file.read_gguf_file`;
+    blocking)."""
+    from hermes_loop.embedded.gguf_file import read_gguf_file as read
+
+    return read(path)
 
 
 def hf_tokenizer_dir(model: ModelSpec) -> Path | None:

@@ -18,6 +18,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as FastTokenizer
 
 from hermes_loop.chat_template import JinjaChatTemplate
+from hermes_loop.embedded.gguf_file import read_gguf_file
 from hermes_loop.token_bytes import byte_level_chars
 
 #: GGUF token types (llama.cpp ``llama_token_type``)
@@ -48,15 +49,11 @@ class GGUFVocab:
 
 
 def read_gguf_vocab(path: str | Path) -> GGUFVocab:
-    """Read the tokenizer metadata of a GGUF file (blocking: a few seconds for the reader)."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
-    fields = reader.fields
+    """Read the tokenizer metadata of a GGUF file (blocking; well under a second)."""
+    metadata = read_gguf_file(path).metadata
 
     def get(key: str, default: Any = None) -> Any:
-        field = fields.get(key)
-        return default if field is None else field.contents()
+        return metadata.get(key, default)
 
     model = get("tokenizer.ggml.model")
     if model != "gpt2":
