@@ -4,7 +4,8 @@ same, the losses, the held-out evaluations (``--eval-every``) and the final adap
 (and ``--log-to tensorboard``'s events hold the same curve as ``metrics.jsonl``, the killed
 steps past the checkpoint purged; ``rollouts/`` holds each step's and each evaluation's
 rollouts exactly once, their rewards those of ``metrics.jsonl`` and ``eval.jsonl``), and
-nothing of the killed process stays behind once the resumed run ends."""
+nothing of the killed process stays behind once the resumed run ends. The killed run compiles
+nothing: every program comes from the first run's ``--jax-cache``."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def sandbox_tmp() -> Iterator[Path]:
 def _run(tmp_path: Path, sandbox_tmp: Path, name: str, args: list[str]) -> UserCommand:
     cwd = tmp_path / name
     cwd.mkdir()
-    return UserCommand("apps/trainer", [*args, *TINY], cwd=cwd, tmp=sandbox_tmp)
+    cache = ["--jax-cache", str(tmp_path / "jax-cache")]
+    return UserCommand("apps/trainer", [*args, *TINY, *cache], cwd=cwd, tmp=sandbox_tmp)
 
 
 def _steps(output: Path) -> list[dict[str, Any]]:
@@ -109,12 +111,16 @@ def test_a_killed_run_resumes_on_the_same_curve(tmp_path: Path, sandbox_tmp: Pat
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     command = _run(tmp_path, sandbox_tmp, "uninterrupted", ["--output", str(whole)])
     assert command.wait(timeout=600) == 0, command.output[-4000:]
+    compiled = {path.name for path in (tmp_path / "jax-cache").iterdir()}
+    assert compiled, "--jax-cache kept no compiled program"
 
     command = _run(tmp_path, sandbox_tmp, "first", ["--output", str(killed)])
     checkpoint = killed / "checkpoint.npz"
     command.wait_for(checkpoint.exists, timeout=600, what="wrote a checkpoint")
     command.signal_group(signal.SIGKILL)
     command.wait(timeout=60)
+    # the same steps, the same shapes: the killed run loaded each program the first compiled
+    assert {path.name for path in (tmp_path / "jax-cache").iterdir()} == compiled
     done = len(_steps(killed))
     assert 1 <= done < STEPS, f"killed after {done} steps: nothing left to resume"
     _leave_what_a_later_kill_leaves(killed, done + 1)

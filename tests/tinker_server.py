@@ -13,7 +13,6 @@ loaded the model: a LoRA adapter is created and unloaded over plain HTTP (what t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -59,18 +58,12 @@ def tinker_model_dir() -> Path:
 
 def jax_cache_dir() -> Path:
     """The engine's persistent JAX compilation cache, kept beside the skyrl-tx install and keyed
-    by this CPU's feature flags too (XLA compiles for the host CPU; a home directory shared by
-    machines of different CPUs gets one cache each). JAX keys entries by its own version and
-    flags. Measured: the Tinker test took 252 s with an empty cache, 159 s with a warm one."""
-    flags = next(
-        (
-            line
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("flags")
-        ),
-        "",
-    )
-    return skyrl_tx_cache() / f"jax-cache-{hashlib.sha256(flags.encode()).hexdigest()[:12]}"
+    by this CPU's feature flags too, as the trainer keys its own (``cpu_key``). JAX keys entries
+    by its own version and flags. Measured: the Tinker test took 252 s with an empty cache, 159
+    s with a warm one."""
+    from hermes_trainer.compile_cache import cpu_key
+
+    return skyrl_tx_cache() / f"jax-cache-{cpu_key()}"
 
 
 def _server_env(home: Path, venv: Path, uv: str) -> dict[str, str]:

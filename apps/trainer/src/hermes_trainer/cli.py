@@ -35,6 +35,7 @@ from hermes_rollouts import (
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from hermes_trainer.compile_cache import default_compile_cache, use_compile_cache
 from hermes_trainer.config import (
     ENDLESS,
     SANDBOXES,
@@ -263,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample step N+1 while step N's update runs, with the weights before that update "
         "(policy lag 1; the live source and the local learner)",
     )
+    add(
+        "--jax-cache",
+        metavar="DIR",
+        help="keep the learner's compiled programs here for later runs (default "
+        "~/.cache/hermes-rl/jax-<JAX version>-<CPU>; 'none': compile them every run)",
+    )
     add("--no-progress", dest="progress", action="store_false", help="no progress bar")
     return parser
 
@@ -377,6 +384,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     (config.output / "run.json").write_text(json.dumps(config_record(config), indent=2) + "\n")
     console.print(f"training run -> {config.output}", highlight=False)
+    if args.jax_cache != "none":
+        cache = Path(args.jax_cache) if args.jax_cache else default_compile_cache()
+        try:
+            use_compile_cache(cache)
+        except OSError as exc:
+            note = f"--jax-cache {cache}: {exc.strerror or exc}; compiling without a cache"
+            console.print(f"[yellow]note:[/] {note}", highlight=False)
     progress = Progress(
         TextColumn("[bold]steps"),
         BarColumn(),
