@@ -38,9 +38,11 @@ RAY_DEPS = ("uv", "sync", "--frozen", "--inexact", "--package", "hermes-sandbox"
 #: the fast tier (docs/testing.md): no real model, server, container or trainer dependency; a
 #: test running longer than the timeout fails, naming the test to mark slow
 UNIT = ("-m", "not slow", "--hypothesis-profile=dev", "--timeout=60")
-#: pytest-xdist for the full suite: one worker per core (pass ``-- -n N`` for more); the tests
-#: of one shared server stay on one worker (``xdist_group``, see conftest.py)
-WORKERS = ("-n", "2", "--dist", "loadgroup")
+#: pytest-xdist for the full suite: 3 workers on the 2-core CI machine (with 2, a worker waiting
+#: on a subprocess, a sandbox or a sleep left its core idle: the warm run took 1,983 s with 2,
+#: 1,814 s with 3; docs/testing.md); pass ``-- -n N`` on a bigger one. The tests of one shared
+#: server stay on one worker (``xdist_group``, see conftest.py)
+WORKERS = ("-n", "3", "--dist", "loadgroup")
 
 
 @nox.session
@@ -70,7 +72,7 @@ def unit(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole pytest suite (unit, integration, end to end) with the CI hypothesis profile,
-    on two workers (the trainer's dependencies and Ray installed first: no-ops when they are)."""
+    on three workers (the trainer's dependencies and Ray installed first: no-ops when they are)."""
     session.run(*TRAINER_DEPS, external=True)
     session.run(*RAY_DEPS, external=True)
     session.run(
