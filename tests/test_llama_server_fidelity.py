@@ -93,9 +93,7 @@ async def test_recompute_at_agent_prompt_length_equals_the_generation(
             # from the second token on: the generation decoded it one id at a time after the
             # prefill, the recompute prefills it with the prompt (the first token's recompute
             # is the generation's own request again)
-            for position, entry in enumerate(result["completion_probabilities"]):
-                if position == 0:
-                    continue
+            for position, entry in enumerate(result["completion_probabilities"][1:], start=1):
                 again = await complete(client, ids + tokens[:position], 1)
                 (recomputed,) = again["completion_probabilities"]
                 assert recomputed["id"] == entry["id"] == tokens[position]
