@@ -72,7 +72,8 @@ async def _bench(rounds: int) -> str:
         f"{table}\n\n"
         f"**Median: {after:.1f} tok/s on the default model, {before:.1f} on Q4_1; ratio "
         f"{ratio:.2f}.** The two files sample different tokens (different weights), so the "
-        "token counts differ; the rate is the number to compare. Goal (issue 27): 2x.\n"
+        "token counts differ and the rates are of two workloads; `batch_runner_replay` runs "
+        "the same work on both. Goal (issue 27): 2x.\n"
     )
 
 
