@@ -75,7 +75,10 @@ async def _replay(model: Path, rollouts: list[list[Turn]]) -> tuple[float, int]:
                 request = GenerateRequest(prompt, SamplingParams(max_tokens=len(generated)))
                 request.sampler = ForcedSampler(generated)
                 backend.scheduler.submit(request)
-                await anyio.to_thread.run_sync(request.wait, 600.0)
+                try:
+                    await anyio.to_thread.run_sync(request.wait, 600.0, abandon_on_cancel=True)
+                finally:
+                    request.cancel.set()  # no effect once finished; else frees its sequence
                 if list(request.outcome().ids) != generated:
                     raise RuntimeError("the replay did not reproduce a generated span")
 
@@ -113,7 +116,8 @@ async def _bench(rounds: int) -> str:
         f"on each file: {len(rollouts)} rollouts at once on as many KV sequences, each turn "
         "after the one before it, its generated ids forced (each evaluated, its logprob "
         "computed). Both files evaluate exactly the same ids; the threads are tuned as by "
-        f"default. Model time only. {rounds} interleaved rounds, each on a freshly loaded model. "
+        f"default. Model time only; ids/s is generated ids per second. {rounds} interleaved "
+        "rounds, each on a freshly loaded model. "
         f"Load average (1 min) at the start: {load:.2f}.\n\n"
         f"| round | Q4_1: s | steps | ids/s | {default.name}: s | steps | ids/s | speed-up |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
