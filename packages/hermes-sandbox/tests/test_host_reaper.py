@@ -25,7 +25,14 @@ from hermes_sandbox.backends.host_reaper import HostReaper
 pytestmark = pytest.mark.anyio
 
 AS_ROOT = os.geteuid() == 0  # slot tmpfs are mounted (and cgroups made) as root only
-SPEC = HostSpec(pool_name="reaped", host_id="reaped--h0", slots=2)
+
+
+def _spec(root: Path) -> HostSpec:
+    """A host id of this test's own: slot processes are found (and killed) machine-wide by
+    their host id, so two tests (other xdist workers) must not share one."""
+    pool = f"reaped-{root.name}"
+    return HostSpec(pool_name=pool, host_id=f"{pool}--h0", slots=2)
+
 
 _OWNER = """
 import anyio, os
@@ -35,7 +42,7 @@ from hermes_sandbox.backends.host_reaper import HostReaper
 async def main():
     backend = BwrapBackend(BwrapConfig(root_dir={root!r}))
     await HostReaper.start(os.path.join({root!r}, {host_id!r}))
-    host = await backend.start_host(HostSpec("reaped", {host_id!r}, 2))
+    host = await backend.start_host(HostSpec({pool!r}, {host_id!r}, 2))
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: host.slot(0).exec("sleep 600", timeout=900))
         await anyio.sleep(1)
@@ -77,24 +84,29 @@ def _reapers(host_dir: Path) -> list[int]:
 
 
 def _left(root: Path) -> list[str]:
-    host = root / SPEC.host_id
+    host_id = _spec(root).host_id
+    host = root / host_id
     return [
         *([f"directory {host}"] if host.exists() else []),
         *(f"mount {m}" for m in _mounts(root)),
         *(f"cgroup {c}" for c in _cgroup_hosts(root)),
-        *(f"process {p}" for p in _slot_processes(SPEC.host_id)),
+        *(f"process {p}" for p in _slot_processes(host_id)),
     ]
 
 
 async def test_a_sigkilled_owner_leaves_nothing_once_its_reaper_ran(sandbox_root: Path) -> None:
-    script = textwrap.dedent(_OWNER).format(root=str(sandbox_root), host_id=SPEC.host_id)
+    spec = _spec(sandbox_root)
+    host_id = spec.host_id
+    script = textwrap.dedent(_OWNER).format(
+        root=str(sandbox_root), pool=spec.pool_name, host_id=host_id
+    )
     owner = await anyio.open_process([sys.executable, "-c", script], stderr=None)
     try:
         assert owner.stdout is not None
         with anyio.fail_after(120):
             assert (await owner.stdout.receive()).startswith(b"ready")
         held = _left(sandbox_root)
-        assert f"directory {sandbox_root / SPEC.host_id}" in held
+        assert f"directory {sandbox_root / host_id}" in held
         assert any(what.startswith("process ") for what in held), held  # the sleeping command
         if AS_ROOT:
             assert any(what.startswith("mount ") for what in held), held  # the slots' tmpfs
@@ -110,9 +122,10 @@ async def test_a_sigkilled_owner_leaves_nothing_once_its_reaper_ran(sandbox_root
 
 
 async def test_a_host_closed_normally_is_left_to_its_owner(sandbox_root: Path) -> None:
-    host_dir = sandbox_root / SPEC.host_id
+    spec = _spec(sandbox_root)
+    host_dir = sandbox_root / spec.host_id
     reaper = await HostReaper.start(str(host_dir))
-    host = await BwrapBackend(BwrapConfig(root_dir=str(sandbox_root))).start_host(SPEC)
+    host = await BwrapBackend(BwrapConfig(root_dir=str(sandbox_root))).start_host(spec)
     assert (await host.slot(1).exec("echo up", timeout=60)).ok
     assert len(_reapers(host_dir)) == 1
     await reaper.stop()  # before the host closes: the reaper must not touch it
