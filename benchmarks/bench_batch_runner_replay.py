@@ -96,7 +96,7 @@ async def _bench(rounds: int) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "q4_1"
         await tokens_and_time(root, {**OPTIONS, "model": str(shipped)})
-        records = read_records(RunDirectory(root).trajectories)
+        records = await anyio.to_thread.run_sync(read_records, RunDirectory(root).trajectories)
     sequences = [trajectory_sequence(r, "the benchmark run") for r in records]
     rollouts = [turns(s.ids, s.mask) for s in sequences if s is not None]
     forced = sum(len(g) for own in rollouts for _, g in own)
