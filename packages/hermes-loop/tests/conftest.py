@@ -395,7 +395,6 @@ class ScriptedRuntime:
         self.n_seq = 1
         self.n_batch = 512
         self.n_threads = 1
-        self.threads_fixed = True
         self._tokens: list[int] = []
         self._rows: dict[int, Any] = {}
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import llama_cpp
 import numpy as np
 import numpy.typing as npt
 from hermes_protocols import BackendError, ConfigError
+
+from hermes_loop.embedded.threads import ThreadTuner
 
 #: micro-batch size: below 64 tokens, so flash attention never takes its tiled path
 BATCH_INVARIANT_UBATCH = 32
@@ -82,8 +85,10 @@ class LlamaRuntime:
     ``n_ctx`` is the context of *one* sequence: each sequence has a KV stream of ``n_ctx``
     cells, so memory follows the context budget times the concurrency. Each sequence keeps the
     ids it holds (:meth:`cached`); :meth:`decode` evaluates new ids of several sequences in one
-    ``llama_decode`` call. The ``seq=0`` defaults keep single-sequence callers short. Call
-    :meth:`close` (or use ``with``) to free the C memory.
+    ``llama_decode`` call. The ``seq=0`` defaults keep single-sequence callers short. Without
+    ``n_threads``, a :class:`~hermes_loop.embedded.threads.ThreadTuner` picks the thread count
+    of every ``llama_decode``, generation steps and scoring chunks alike. Call :meth:`close`
+    (or use ``with``) to free the C memory.
     """
 
     def __init__(
@@ -97,8 +102,7 @@ class LlamaRuntime:
         n_ubatch: int = BATCH_INVARIANT_UBATCH,
         quiet: bool = True,
     ) -> None:
-        #: whether the caller fixed the thread count (else a scheduler may tune it per step)
-        self.threads_fixed = n_threads is not None
+        tuned = n_threads is None
         n_threads = default_threads() if n_threads is None else n_threads
         if min(n_ctx, n_seq, n_threads, n_batch, n_ubatch) <= 0:
             raise ConfigError("n_ctx, n_seq, n_threads, n_batch and n_ubatch must be positive")
@@ -135,6 +139,8 @@ class LlamaRuntime:
         self.n_seq = n_seq
         self.n_threads = n_threads
         self.threads_in_use = n_threads
+        #: picks the thread count of every ``llama_decode`` (``None``: the caller fixed it)
+        self.tuner = ThreadTuner(n_threads) if tuned else None
         self.n_batch = n_batch
         self.n_ubatch = int(params.n_ubatch)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
@@ -289,9 +295,7 @@ class LlamaRuntime:
             rows.append(n - 1 if want and ids else -1)
         if n == 0:
             raise ValueError("nothing to evaluate")
-        batch.n_tokens = n
-        status = llama_cpp.llama_decode(self._ctx, batch)
-        self.n_calls += 1
+        status = self._llama_decode(n)
         if status != 0:
             self._undo(entries)
             if status == 1:
@@ -301,6 +305,20 @@ class LlamaRuntime:
             self._tokens[seq].extend(ids)
         self.n_decoded += n
         return rows
+
+    def _llama_decode(self, n: int) -> int:
+        """``llama_decode`` of the batch's first ``n`` ids, with the tuner's thread count."""
+        self._batch.n_tokens = n
+        self.n_calls += 1
+        if self.tuner is None:
+            return int(llama_cpp.llama_decode(self._ctx, self._batch))
+        threads = self.tuner.choose(n)
+        self.set_threads(threads)
+        began = time.perf_counter()
+        status = int(llama_cpp.llama_decode(self._ctx, self._batch))
+        if status == 0:
+            self.tuner.record(threads, time.perf_counter() - began, n)
+        return status
 
     def _undo(self, entries: Sequence[BatchEntry]) -> None:
         # a failed decode may leave part of the batch in the cache: drop what was not recorded
@@ -350,9 +368,7 @@ class LlamaRuntime:
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = seq
             batch.logits[i] = int(i >= first)
-        batch.n_tokens = len(chunk)
-        status = llama_cpp.llama_decode(self._ctx, batch)
-        self.n_calls += 1
+        status = self._llama_decode(len(chunk))
         if status != 0:
             self._undo([(seq, chunk, True)])
             raise BackendError(f"llama_decode failed with status {status}")

@@ -12,7 +12,6 @@ prefix (the same system prompt and task of a group), its cells are copied with
 ``llama_memory_seq_cp`` instead of being evaluated again.
 
 ``deterministic`` puts one sequence in each ``llama_decode`` (round robin) for bitwise replay.
-Unless the runtime's thread count was fixed, a :class:`ThreadTuner` picks it for every step.
 An :class:`~hermes_loop.embedded.requests.AdapterRequest` waits for the running requests to
 finish, holds back the ones behind it, swaps the weights and empties the KV cache.
 """
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections import deque
 
 from hermes_protocols import BackendError
@@ -33,7 +31,6 @@ from hermes_loop.embedded.requests import (
     ScoreRequest,
 )
 from hermes_loop.embedded.runtime import BatchEntry, LlamaRuntime
-from hermes_loop.embedded.threads import ThreadTuner
 
 #: a prefix shorter than this is evaluated again rather than waited for and shared
 _MIN_SHARED_PREFIX = 32
@@ -56,7 +53,6 @@ class BatchScheduler:
         self._used = [0] * runtime.n_seq  # last-use tick per sequence (LRU)
         self._tick = itertools.count(1)
         self._turn = 0  # round-robin position in deterministic mode
-        self.tuner = None if runtime.threads_fixed else ThreadTuner(runtime.n_threads)
         self._closing = False
         self._thread: threading.Thread | None = None
         #: decode steps run and ids they carried (for benchmarks)
@@ -237,7 +233,7 @@ class BatchScheduler:
         if not entries:
             return
         try:
-            rows = self._decode(entries)
+            rows = self.runtime.decode(entries)
         except Exception as exc:
             for request in owners:
                 request.fail(exc)
@@ -271,17 +267,6 @@ class BatchScheduler:
                 owners.append(request)
         order = sorted(range(len(entries)), key=lambda i: entries[i][0])
         return [entries[i] for i in order], [owners[i] for i in order]
-
-    def _decode(self, entries: list[BatchEntry]) -> list[int]:
-        if self.tuner is None:
-            return self.runtime.decode(entries)
-        ids = sum(len(batch_ids) for _, batch_ids, _ in entries)
-        threads = self.tuner.choose(ids)
-        self.runtime.set_threads(threads)
-        began = time.perf_counter()
-        rows = self.runtime.decode(entries)
-        self.tuner.record(threads, time.perf_counter() - began, ids)
-        return rows
 
     def _sample(self, request: GenerateRequest, row: int) -> None:
         runtime = self.runtime
