@@ -217,6 +217,31 @@ async def test_scoring_from_a_later_start_gives_the_same_logprobs(
 
 
 @pytest.mark.anyio
+async def test_scoring_a_group_evaluates_its_shared_prompt_once_and_gives_the_same_logprobs(
+    embedded_backend: EmbeddedTokenBackend,
+    embedded_tokenizer: GGUFTokenizer,
+    embedded_template: JinjaChatTemplate,
+) -> None:
+    """``fresh=False`` starts after the prefix the cache holds: the group's second and third
+    completions cost their own ids only, and every logprob is bitwise a fresh score's."""
+    prompt = chat_prompt(embedded_tokenizer, embedded_template, "Name a colour. " * 40)
+    group = [
+        [*prompt, *embedded_tokenizer.encode(text)]
+        for text in ("Blue, like the sea.", "Red.", "Green is my favourite colour.")
+    ]
+    fresh = [await embedded_backend.score(ids, start=len(prompt)) for ids in group]
+    runtime = embedded_backend.runtime
+    shared = []
+    for ids in group:
+        before = runtime.n_decoded
+        shared.append(await embedded_backend.score(ids, start=len(prompt), fresh=False))
+        shared_evaluated = runtime.n_decoded - before
+    assert shared == fresh
+    # the last one evaluated its completion and the prompt's last id, not the whole prompt
+    assert shared_evaluated == len(group[-1]) - len(prompt) + 1
+
+
+@pytest.mark.anyio
 async def test_sampled_logprobs_are_those_of_the_tempered_distribution(
     embedded_backend: EmbeddedTokenBackend,
     embedded_tokenizer: GGUFTokenizer,

@@ -90,11 +90,13 @@ class GenerateRequest(Request):
 
 class ScoreRequest(Request):
     """Teacher-forced logits rows for ``prompt[start:]`` (row ``i`` predicts
-    ``prompt[start + i]``), evaluated from an empty sequence."""
+    ``prompt[start + i]``), evaluated from an empty sequence, or (not ``fresh``) after the
+    longest prefix a sequence holds, and left cached."""
 
-    def __init__(self, ids: Sequence[int], start: int) -> None:
+    def __init__(self, ids: Sequence[int], start: int, *, fresh: bool = True) -> None:
         super().__init__(ids)
         self.start = start
+        self.fresh = fresh
         self._rows: FloatArray | None = None
 
     def finish_with(self, rows: FloatArray) -> None:

@@ -141,7 +141,7 @@ class BatchScheduler:
     def _place(self, request: Request, free: list[int]) -> None:
         runtime = self.runtime
         prompt = request.prompt
-        if isinstance(request, ScoreRequest):
+        if isinstance(request, ScoreRequest) and request.fresh:
             seq = min(free, key=lambda s: self._used[s])
         else:
             seq = max(free, key=lambda s: (runtime.common_prefix(prompt, s), -self._used[s]))
@@ -197,13 +197,16 @@ class BatchScheduler:
         return True
 
     def _score(self, request: ScoreRequest) -> None:
-        runtime, seq = self.runtime, request.seq
+        runtime, seq, prompt = self.runtime, request.seq, request.prompt
+        first_row = request.start - 1  # the logits of ids[start - 1] predict ids[start]
         try:
-            runtime.truncate(0, seq)
+            keep = 0 if request.fresh else min(runtime.common_prefix(prompt, seq), first_row)
+            runtime.truncate(keep, seq)
             try:
-                rows = runtime.feed(request.prompt, rows_from=request.start - 1, seq=seq)
+                rows = runtime.feed(prompt[keep:], rows_from=first_row - keep, seq=seq)
             finally:
-                runtime.truncate(0, seq)
+                if request.fresh:
+                    runtime.truncate(0, seq)
             request.finish_with(rows[:-1])
         except Exception as exc:
             request.fail(exc)

@@ -168,24 +168,30 @@ class EmbeddedTokenBackend:
         self.last_reused, self.last_evaluated = request.reused, request.evaluated
         return generation
 
-    async def score(self, ids: Sequence[int], *, start: int = 1) -> list[float]:
+    async def score(self, ids: Sequence[int], *, start: int = 1, fresh: bool = True) -> list[float]:
         """Teacher-forced raw logprobs of ``ids[start:]``, each given all ids before it.
 
         Evaluates the whole sequence in one pass from an empty sequence (the reference a
         trainer computes); element ``i`` is ``log_softmax`` of ``ids[start + i]``. Logits are
-        computed for those positions only: scoring just a completion costs less.
+        computed for those positions only: scoring just a completion costs less. With
+        ``fresh=False`` the pass starts after the longest prefix a sequence of the cache holds
+        (a group's shared prompt is evaluated once; the logits are the same, see
+        :mod:`~hermes_loop.embedded.runtime`) and leaves ``ids`` cached for the next call.
         """
-        rows = await self.teacher_logits(ids, start=start)
+        rows = await self.teacher_logits(ids, start=start, fresh=fresh)
         targets = list(ids[start:])
         return await anyio.to_thread.run_sync(_pick_logprobs, rows, targets)
 
-    async def teacher_logits(self, ids: Sequence[int], *, start: int = 1) -> FloatArray:
+    async def teacher_logits(
+        self, ids: Sequence[int], *, start: int = 1, fresh: bool = True
+    ) -> FloatArray:
         """Teacher-forced logits: row ``i`` is the distribution of ``ids[start + i]`` given the
-        ids before it (shape ``(len(ids) - start, n_vocab)``), from one pass over ``ids``."""
+        ids before it (shape ``(len(ids) - start, n_vocab)``), from one pass over ``ids``
+        (``fresh``: as for :meth:`score`)."""
         checked = self._checked_ids(ids)
         if not 1 <= start <= len(checked):
             raise ConfigError(f"start must be in [1, {len(checked)}], got {start}")
-        request = ScoreRequest(checked, start)
+        request = ScoreRequest(checked, start, fresh=fresh)
         return await self._run(request, request.outcome)
 
     async def load_lora(self, path: str | Path | None, *, scale: float = 1.0) -> None:
