@@ -88,21 +88,26 @@ def test_the_trainer_learns_from_a_batch_runner_run(tmp_path: Path) -> None:
 
     async def moved() -> float:
         """sum over trained tokens of advantage x (logprob with the adapter - without)"""
-        total = 0.0
+        samples = [(sample, group) for group in mixed for sample in group]
+        # from the first trained id on (the prompt's logits are not needed); a group's shared
+        # prompt is evaluated once per weights (fresh=False)
+        starts = [s.mask.index(1) if 1 in s.mask else len(s.mask) - 1 for s, _ in samples]
         async with await EmbeddedTokenBackend.open(n_ctx=2048, n_threads=1) as backend:
-            for group in mixed:
-                mean = sum(s.reward or 0.0 for s in group) / len(group)
-                for sample in group:
-                    # from the first trained id on (the prompt's logits are not needed)
-                    mask = sample.mask
-                    start = mask.index(1) if 1 in mask else len(mask) - 1
-                    before = np.array(await backend.score(sample.ids, start=start))
-                    await backend.load_lora(config.adapter_path)
-                    after = np.array(await backend.score(sample.ids, start=start))
-                    await backend.load_lora(None)
-                    on = np.array(mask[start:]) > 0
-                    advantage = (sample.reward or 0.0) - mean
-                    total += advantage * float((after - before)[on].sum())
+
+            async def scores() -> list[np.ndarray]:
+                return [
+                    np.array(await backend.score(s.ids, start=start, fresh=False))
+                    for (s, _), start in zip(samples, starts, strict=True)
+                ]
+
+            before = await scores()
+            await backend.load_lora(config.adapter_path)
+            after = await scores()
+        total = 0.0
+        for (sample, group), start, old, new in zip(samples, starts, before, after, strict=True):
+            mean = sum(s.reward or 0.0 for s in group) / len(group)
+            on = np.array(sample.mask[start:]) > 0
+            total += ((sample.reward or 0.0) - mean) * float((new - old)[on].sum())
         return total
 
     assert anyio.run(moved) > 0  # solved rollouts got likelier under the adapter, failed less

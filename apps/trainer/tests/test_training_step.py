@@ -52,19 +52,26 @@ def test_a_training_step_moves_the_sampler_the_way_the_advantages_point(tmp_path
             assert backend.runtime.lora_path == config.adapter_path
             batch = trainer.last_batch
             assert batch is not None
+            sequences = [sequence for group in batch.groups for sequence in group.sequences]
+            # from the first trained id on (the prompt's logits are not needed); a group's
+            # shared prompt is evaluated once per weights (fresh=False)
+            starts = [s.mask.index(1) if 1 in s.mask else len(s.mask) - 1 for s in sequences]
+
+            async def scores() -> list[np.ndarray]:
+                return [
+                    np.array(await backend.score(s.ids, start=start, fresh=False))
+                    for s, start in zip(sequences, starts, strict=True)
+                ]
+
+            after = await scores()
+            await backend.load_lora(None)
+            before = await scores()
+            await backend.load_lora(config.adapter_path)
             moved = 0.0
-            for group in batch.groups:
-                for sequence in group.sequences:
-                    # from the first trained id on (the prompt's logits are not needed)
-                    mask = sequence.mask
-                    start = mask.index(1) if 1 in mask else len(mask) - 1
-                    after = np.array(await backend.score(sequence.ids, start=start))
-                    await backend.load_lora(None)
-                    before = np.array(await backend.score(sequence.ids, start=start))
-                    await backend.load_lora(config.adapter_path)
-                    on = np.array(mask[start:]) > 0
-                    assert np.abs(after - before).max() > 1e-3  # the weights changed
-                    moved += sequence.advantage * float((after - before)[on].sum())
+            for sequence, start, new, old in zip(sequences, starts, after, before, strict=True):
+                on = np.array(sequence.mask[start:]) > 0
+                assert np.abs(new - old).max() > 1e-3  # the weights changed
+                moved += sequence.advantage * float((new - old)[on].sum())
             assert moved > 0  # solved rollouts got likelier, failed ones less likely
             second = await trainer.step(2)
             assert second is not None
