@@ -31,8 +31,9 @@ def _updates(remat: bool) -> dict[str, object]:
     from hermes_loop.embedded import default_model_path
     from hermes_trainer.gguf_weights import read_base_weights
     from hermes_trainer.grpo import TrainGroup
-    from hermes_trainer.learner import LoraLearner, OptimizerSpec
+    from hermes_trainer.learner import LoraLearner
     from hermes_trainer.lora import LoraSpec
+    from hermes_trainer.optimizer import OptimizerSpec
     from hermes_trainer.packing import TrainSequence
 
     base = read_base_weights(default_model_path())

@@ -17,7 +17,8 @@ pytest.importorskip("hermes_trainer")  # its own dependencies: see docs/testing.
 from hermes_trainer.config import MEASURED_RECIPE, TrainConfig
 from hermes_trainer.loop import open_trainer
 from hermes_trainer.lora import LoraSpec
-from hermes_trainer.tinker_api import TinkerSpec, service_client
+from hermes_trainer.tinker_api import service_client
+from hermes_trainer.tinker_spec import TinkerSpec
 from tinker import types
 
 from tests.tinker_server import live_processes, tinker_model_dir, tinker_server

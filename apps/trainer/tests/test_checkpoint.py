@@ -12,8 +12,9 @@ from hermes_loop.embedded import default_model_path
 from hermes_protocols import ConfigError
 from hermes_trainer.checkpoint import CHECKPOINT, LearnerState, read_checkpoint, write_checkpoint
 from hermes_trainer.gguf_weights import read_base_weights
-from hermes_trainer.learner import LoraLearner, OptimizerSpec
+from hermes_trainer.learner import LoraLearner
 from hermes_trainer.lora import LoraSpec
+from hermes_trainer.optimizer import OptimizerSpec
 
 pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX) and the model's weights
 

@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from hermes_loop.embedded import EmbeddedTokenBackend, GGUFTokenizer, default_model_path
 from hermes_trainer.gguf_weights import read_base_weights
-from hermes_trainer.learner import LoraLearner, OptimizerSpec
+from hermes_trainer.learner import LoraLearner
 from hermes_trainer.llama import token_logprobs
 from hermes_trainer.lora import LoraSpec, initial_lora, read_gguf_adapter, write_gguf_adapter
+from hermes_trainer.optimizer import OptimizerSpec
 
 TEXT = (
     "<|im_start|>user\nWrite the word apple to answer.txt.<|im_end|>\n<|im_start|>assistant\n"

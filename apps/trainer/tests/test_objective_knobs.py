@@ -20,10 +20,11 @@ from hermes_protocols import ConfigError
 from hermes_trainer.config import TrainConfig, config_record, resume_differences
 from hermes_trainer.gguf_weights import BaseWeights, LlamaConfig
 from hermes_trainer.grpo import TrainGroup
-from hermes_trainer.learner import LoraLearner, OptimizerSpec
+from hermes_trainer.learner import LoraLearner
 from hermes_trainer.llama import token_logprobs
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.objective import sequence_loss, token_weights
+from hermes_trainer.optimizer import OptimizerSpec
 from hermes_trainer.packing import TrainSequence, pack
 
 pytestmark = pytest.mark.slow  # the trainer's dependencies (JAX); a few seconds in all

@@ -10,7 +10,8 @@ import pytest
 import tinker
 from hermes_protocols import BackendError
 from hermes_trainer.grpo import TrainGroup
-from hermes_trainer.learner import OptimizerSpec, UpdateStats
+from hermes_trainer.learner import UpdateStats
+from hermes_trainer.optimizer import OptimizerSpec
 from hermes_trainer.packing import TrainSequence
 from hermes_trainer.tinker_api import TinkerLearner
 from tinker import types

@@ -8,7 +8,8 @@ import pytest
 from hermes_protocols import BackendError, ConfigError
 from hermes_trainer.cli import EXIT_CONFIG, build_parser, config_from_args, main
 from hermes_trainer.config import TrainConfig
-from hermes_trainer.tinker_api import TinkerSpec, service_client
+from hermes_trainer.tinker_api import service_client
+from hermes_trainer.tinker_spec import TinkerSpec
 
 pytestmark = pytest.mark.slow
 

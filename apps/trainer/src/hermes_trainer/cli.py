@@ -43,13 +43,11 @@ from hermes_trainer.config import (
     config_record,
     recipe_options,
 )
-from hermes_trainer.learner import LR_SCHEDULES, OptimizerSpec
-from hermes_trainer.loop import train
 from hermes_trainer.lora import LoraSpec
 from hermes_trainer.metrics import Evaluation, StepMetrics
-from hermes_trainer.objective import LOSS_NORMS
+from hermes_trainer.optimizer import LOSS_NORMS, LR_SCHEDULES, OptimizerSpec
 from hermes_trainer.preflight import check_run
-from hermes_trainer.tinker_api import DEFAULT_TIMEOUT_S, TinkerSpec
+from hermes_trainer.tinker_spec import DEFAULT_TIMEOUT_S, TinkerSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -433,6 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def run() -> list[StepMetrics]:
         """The training under the signal policy, release of the model and sandboxes included."""
+        from hermes_trainer.loop import train  # JAX and the rest: only once the options hold
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(
                 partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)

@@ -5,9 +5,8 @@ tokens: 33.8 s cold, 27.4 s warm; docs/training.md)."""
 from __future__ import annotations
 
 import hashlib
+from importlib.metadata import version
 from pathlib import Path
-
-import jax
 
 
 def cpu_key() -> str:
@@ -24,12 +23,14 @@ def cpu_key() -> str:
 
 def default_compile_cache() -> Path:
     """``~/.cache/hermes-rl/jax-<JAX version>-<CPU>``."""
-    return Path.home() / ".cache" / "hermes-rl" / f"jax-{jax.__version__}-{cpu_key()}"
+    return Path.home() / ".cache" / "hermes-rl" / f"jax-{version('jax')}-{cpu_key()}"
 
 
 def use_compile_cache(directory: Path) -> None:
     """Keep every compiled program in ``directory`` from now on (this process); an
     ``OSError`` when it cannot be created."""
+    import jax  # half a second to load: not before the options are checked
+
     directory.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_compilation_cache_dir", str(directory))  # type: ignore[no-untyped-call]
     # the learner's programs compile in well under JAX's default 1 s threshold each; together

@@ -23,10 +23,10 @@ from hermes_rollouts import (
 )
 
 from hermes_trainer.grpo import Objective
-from hermes_trainer.learner import OptimizerSpec
 from hermes_trainer.loggers import check_log_to
 from hermes_trainer.lora import LoraSpec
-from hermes_trainer.tinker_api import TinkerSpec
+from hermes_trainer.optimizer import OptimizerSpec
+from hermes_trainer.tinker_spec import TinkerSpec
 
 ENDLESS = "endless_terminals"
 #: the sandbox backends of the live source: those that need no credentials or servers of

@@ -11,11 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import matplotlib
 from hermes_protocols import ConfigError
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 
 @attrs.frozen(kw_only=True)
@@ -110,6 +106,11 @@ def plot(
 ) -> Path:
     """Mean reward by step (with a 5-step moving average and the ``held_out`` evaluations at
     the step they followed) above the |log ratio| by step."""
+    import matplotlib  # a second to load: not before the options are checked
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     xs = [m.step for m in steps]
     rewards = [m.mean_reward for m in steps]
     window = 5

@@ -20,8 +20,6 @@ each sequence's length for ``--loss-norm sequence``: :func:`token_weights`).
 
 from __future__ import annotations
 
-from typing import Literal
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,10 +28,7 @@ import numpy.typing as npt
 from hermes_trainer.gguf_weights import LlamaConfig
 from hermes_trainer.grpo import Objective
 from hermes_trainer.llama import Lora, Params, token_logprobs
-
-#: how a batch's summed token losses are normalised (``--loss-norm``)
-LossNorm = Literal["token", "sequence", "constant"]
-LOSS_NORMS: tuple[LossNorm, ...] = ("token", "sequence", "constant")
+from hermes_trainer.optimizer import LossNorm
 
 
 def kl_k3(ref_logprobs: jax.Array, logprobs: jax.Array) -> jax.Array:

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio.to_thread
 import attrs
 
 from hermes_trainer.grpo import TrainGroup
-from hermes_trainer.learner import LoraLearner, UpdateStats
 from hermes_trainer.lora import write_gguf_adapter
 from hermes_trainer.samples import Sample
+
+if TYPE_CHECKING:  # the learner loads JAX, which the command line's option checks do not need
+    from hermes_trainer.learner import LoraLearner, UpdateStats
 
 #: saved weights: an adapter file (local learner) or a ``tinker://`` path
 Weights = Path | str

@@ -29,7 +29,6 @@ import numpy as np
 import tinker
 from hermes_protocols import (
     BackendError,
-    ConfigError,
     FinishReason,
     Generation,
     SamplingParams,
@@ -39,34 +38,12 @@ from hermes_rollouts import ModelHandle, ModelOpener, TokenizerDir
 from tinker import types
 
 from hermes_trainer.grpo import Objective, TrainGroup
-from hermes_trainer.learner import OptimizerSpec, UpdateStats
+from hermes_trainer.learner import UpdateStats
+from hermes_trainer.optimizer import OptimizerSpec
+from hermes_trainer.tinker_spec import TinkerSpec
 
 #: the SDK's placeholder key for a server that does not check keys (a local skyrl-tx)
 LOCAL_API_KEY = "tml-local"
-#: seconds a Tinker call may take unless ``--tinker-timeout`` says otherwise
-DEFAULT_TIMEOUT_S = 600.0
-
-
-def _positive_seconds(_inst: object, _attribute: object, value: float) -> None:
-    if not value > 0:
-        raise ConfigError(f"--tinker-timeout must be > 0 seconds, got {value}")
-
-
-@attrs.frozen(kw_only=True)
-class TinkerSpec:
-    """A Tinker server and the model to train there. ``url`` ``None``: Thinking Machines'
-    service (``$TINKER_API_KEY``); ``tokenizer``: the model's HF tokenizer directory (default:
-    ``base_model`` itself, a directory on a local server); ``timeout_s`` bounds every call
-    (``--tinker-timeout``)."""
-
-    base_model: str
-    url: str | None = None
-    tokenizer: str | None = None
-    timeout_s: float = attrs.field(default=DEFAULT_TIMEOUT_S, validator=_positive_seconds)
-
-    @property
-    def tokenizer_dir(self) -> str:
-        return self.tokenizer or self.base_model
 
 
 def service_client(spec: TinkerSpec) -> tinker.ServiceClient:
