@@ -32,6 +32,11 @@ from hermes_loop.embedded.threads import ThreadTuner
 
 #: micro-batch size: below 64 tokens, so flash attention never takes its tiled path
 BATCH_INVARIANT_UBATCH = 32
+#: ids in one ``llama_decode`` at most, in generation steps and scoring chunks alike: the thread
+#: tuner decides often, and a probe that loses on a busy machine costs little (one 512-id
+#: scoring chunk on two threads took 50 s there), while decoding sequences wait little for a
+#: prompt chunk
+STEP_IDS = 64
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -350,8 +355,9 @@ class LlamaRuntime:
             )
         out: list[FloatArray] = []
         row = -1
-        for offset in range(0, len(ids), self.n_batch):
-            chunk = ids[offset : offset + self.n_batch]
+        step = min(self.n_batch, STEP_IDS)
+        for offset in range(0, len(ids), step):
+            chunk = ids[offset : offset + step]
             if rows_from is None:
                 (row,) = self.decode([(seq, chunk, True)])
             else:

@@ -30,13 +30,10 @@ from hermes_loop.embedded.requests import (
     Request,
     ScoreRequest,
 )
-from hermes_loop.embedded.runtime import BatchEntry, LlamaRuntime
+from hermes_loop.embedded.runtime import STEP_IDS, BatchEntry, LlamaRuntime
 
 #: a prefix shorter than this is evaluated again rather than waited for and shared
 _MIN_SHARED_PREFIX = 32
-#: ids in one step at most: prompts go in chunks, so decoding sequences wait little for them
-#: and the thread tuner decides often
-_STEP_IDS = 64
 #: how long the idle thread sleeps between checks of its stop flag (it is woken on new work)
 _IDLE_POLL_S = 1.0
 
@@ -253,7 +250,7 @@ class BatchScheduler:
     ) -> tuple[list[BatchEntry], list[GenerateRequest]]:
         """One decode id per generating request first, then prompt chunks in the rest; entries
         in sequence order (llama.cpp puts consecutive sequences in one micro-batch)."""
-        budget = min(self.runtime.n_batch, _STEP_IDS)
+        budget = min(self.runtime.n_batch, STEP_IDS)
         entries: list[BatchEntry] = []
         owners: list[GenerateRequest] = []
         for request in requests:
