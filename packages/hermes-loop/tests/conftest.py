@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import uvicorn
 from hermes_loop import HFTokenizer
+from hermes_loop.embedded.runtime import STEP_IDS
 from hermes_protocols import (
     BackendError,
     ChatChoice,
@@ -393,7 +394,7 @@ class ScriptedRuntime:
         self.n_vocab = n_vocab
         self.n_ctx = 4096
         self.n_seq = 1
-        self.n_batch = 512
+        self.step_ids = STEP_IDS
         self.n_threads = 1
         self._tokens: list[int] = []
         self._rows: dict[int, Any] = {}

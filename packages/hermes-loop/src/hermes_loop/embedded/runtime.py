@@ -147,6 +147,8 @@ class LlamaRuntime:
         #: picks the thread count of every ``llama_decode`` (``None``: the caller fixed it)
         self.tuner = ThreadTuner(n_threads) if tuned else None
         self.n_batch = n_batch
+        #: ids in one ``llama_decode`` at most, generation steps and scoring chunks alike
+        self.step_ids = min(n_batch, STEP_IDS)
         self.n_ubatch = int(params.n_ubatch)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
@@ -355,9 +357,8 @@ class LlamaRuntime:
             )
         out: list[FloatArray] = []
         row = -1
-        step = min(self.n_batch, STEP_IDS)
-        for offset in range(0, len(ids), step):
-            chunk = ids[offset : offset + step]
+        for offset in range(0, len(ids), self.step_ids):
+            chunk = ids[offset : offset + self.step_ids]
             if rows_from is None:
                 (row,) = self.decode([(seq, chunk, True)])
             else:

@@ -30,7 +30,7 @@ from hermes_loop.embedded.requests import (
     Request,
     ScoreRequest,
 )
-from hermes_loop.embedded.runtime import STEP_IDS, BatchEntry, LlamaRuntime
+from hermes_loop.embedded.runtime import BatchEntry, LlamaRuntime
 
 #: a prefix shorter than this is evaluated again rather than waited for and shared
 _MIN_SHARED_PREFIX = 32
@@ -250,7 +250,7 @@ class BatchScheduler:
     ) -> tuple[list[BatchEntry], list[GenerateRequest]]:
         """One decode id per generating request first, then prompt chunks in the rest; entries
         in sequence order (llama.cpp puts consecutive sequences in one micro-batch)."""
-        budget = min(self.runtime.n_batch, STEP_IDS)
+        budget = self.runtime.step_ids
         entries: list[BatchEntry] = []
         owners: list[GenerateRequest] = []
         for request in requests:
