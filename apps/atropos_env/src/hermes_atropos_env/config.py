@@ -10,19 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from hermes_rollouts import (
-    COMMAND_TIMEOUT,
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    PARSER,
-    SANDBOX,
-    SANDBOX_SLOTS,
-    SEED,
-    TEMPERATURE,
-    ServerType,
-)
+from hermes_rollouts import ServerType
+from hermes_rollouts import option_defaults as defaults
 from pydantic import BaseModel, Field, model_validator
 
 from hermes_atropos_env.atroposlib_import import APIServerConfig, BaseEnvConfig
@@ -37,7 +26,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     """``--env.*``: atroposlib's env config plus hermes-agent's agent-env fields."""
 
     environment: str = Field(
-        default=ENVIRONMENT.value,
+        default=defaults.ENVIRONMENT.value,
         description="The environment: a shipped or installed name (atropos_env --list-envs), "
         "package.module:NAME or path/to/file.py:NAME.",
     )
@@ -57,7 +46,9 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         default=None, description="Named toolset distribution, sampled once per group."
     )
     # agent loop
-    max_agent_turns: int = Field(default=MAX_TURNS.value, description=MAX_TURNS.help)
+    max_agent_turns: int = Field(
+        default=defaults.MAX_TURNS.value, description=defaults.MAX_TURNS.help
+    )
     system_prompt: str | None = Field(
         default=None, description="System prompt replacing the environment's own."
     )
@@ -66,18 +57,26 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="JSON file of chat messages put before each task (few-shot steering); "
         "'none' = off. Default with the embedded model: a terminal demonstration.",
     )
-    agent_temperature: float = Field(default=TEMPERATURE.value, description=TEMPERATURE.help)
-    max_tokens_per_turn: int = Field(
-        default=MAX_TOKENS.value,
-        description=f"{MAX_TOKENS.help}; max_token_length is the whole sequence.",
+    agent_temperature: float = Field(
+        default=defaults.TEMPERATURE.value, description=defaults.TEMPERATURE.help
     )
-    max_token_length: int = Field(default=CONTEXT_TOKENS.value, description=CONTEXT_TOKENS.help)
+    max_tokens_per_turn: int = Field(
+        default=defaults.MAX_TOKENS.value,
+        description=f"{defaults.MAX_TOKENS.help}; max_token_length is the whole sequence.",
+    )
+    max_token_length: int = Field(
+        default=defaults.CONTEXT_TOKENS.value, description=defaults.CONTEXT_TOKENS.help
+    )
     # terminal / sandbox pool
     terminal_backend: ToolPoolMode | None = Field(
         default=None, description="Alias of tool_pool_mode (hermes-agent's name)."
     )
-    tool_pool_mode: ToolPoolMode = Field(default=SANDBOX.value, description=SANDBOX.help)
-    terminal_timeout: float = Field(default=COMMAND_TIMEOUT.value, description=COMMAND_TIMEOUT.help)
+    tool_pool_mode: ToolPoolMode = Field(
+        default=defaults.SANDBOX.value, description=defaults.SANDBOX.help
+    )
+    terminal_timeout: float = Field(
+        default=defaults.COMMAND_TIMEOUT.value, description=defaults.COMMAND_TIMEOUT.help
+    )
     terminal_lifetime: int = Field(
         default=3600, description="Sandbox idle lifetime (seconds); longer than a rollout."
     )
@@ -112,8 +111,8 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="remote: sandbox server URLs (token from $HERMES_SANDBOX_TOKEN).",
     )
     slots_per_container: int = Field(
-        default=SANDBOX_SLOTS.value,
-        description=f"{SANDBOX_SLOTS.help}: bwrap/local/docker/nomad/remote.",
+        default=defaults.SANDBOX_SLOTS.value,
+        description=f"{defaults.SANDBOX_SLOTS.help}: bwrap/local/docker/nomad/remote.",
     )
     min_containers: int = Field(default=1, description="docker/nomad/remote hosts kept running.")
     max_containers: int = Field(default=4, description="Hosts at most.")
@@ -124,7 +123,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
     max_items: int | None = Field(default=None, description="Stop after this many items.")
     eval_split: str = Field(default="eval", description="Split used by `evaluate`.")
     # parsing / provider
-    tool_call_parser: str = Field(default=PARSER.value, description=PARSER.help)
+    tool_call_parser: str = Field(default=defaults.PARSER.value, description=defaults.PARSER.help)
     extra_body: dict[str, Any] | None = Field(
         default=None, description="Passed untouched to OpenAI-compatible chat requests."
     )
@@ -138,7 +137,7 @@ class HermesAtroposEnvConfig(BaseEnvConfig):  # type: ignore[misc]
         description="Seconds in-flight groups may take to finish after a first SIGINT/SIGTERM "
         "before they are cancelled (a second signal cancels them at once).",
     )
-    seed: int = Field(default=SEED.value, description=SEED.help)
+    seed: int = Field(default=defaults.SEED.value, description=defaults.SEED.help)
     # training loop
     lora_adapter: str | None = Field(
         default=None,

@@ -16,18 +16,7 @@ import attrs
 from hermes_protocols import ConfigError, Environment, HermesError
 from hermes_protocols.formats import RunDirectory
 from hermes_rollouts import (
-    COMMAND_TIMEOUT,
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    PARSER,
-    ROLLOUT_TIMEOUT,
-    SANDBOX,
-    SANDBOX_SLOTS,
-    SEED,
     SERVER_TYPES,
-    TEMPERATURE,
     CommandParser,
     Credentials,
     ListEnvironments,
@@ -36,6 +25,7 @@ from hermes_rollouts import (
     load_dataset,
     root_error,
 )
+from hermes_rollouts import option_defaults as defaults
 from rich.console import Console
 
 from hermes_batch_runner.app import EXIT_INTERRUPTED, RunResult, resume_command, run_batch
@@ -80,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--env",
         metavar="ENV",
         help="environment: a shipped or installed name (--list-envs), package.module:NAME or "
-        f"path/to/file.py:NAME (default {ENVIRONMENT.value})",
+        f"path/to/file.py:NAME (default {defaults.ENVIRONMENT.value})",
     )
     src.add_argument(
         "--list-envs",
@@ -104,11 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src.add_argument("--num-items", type=int, metavar="N", help="items to run (env default 4)")
     src.add_argument("--group-size", type=int, metavar="N", help="rollouts per item (1)")
-    src.add_argument("--seed", type=int, help=SEED.help)
+    src.add_argument("--seed", type=int, help=defaults.SEED.help)
     agent = p.add_argument_group("agent")
-    agent.add_argument("--max-turns", type=int, metavar="N", help=MAX_TURNS.help)
-    agent.add_argument("--max-tokens", type=int, metavar="N", help=MAX_TOKENS.help)
-    agent.add_argument("--temperature", type=float, help=TEMPERATURE.help)
+    agent.add_argument("--max-turns", type=int, metavar="N", help=defaults.MAX_TURNS.help)
+    agent.add_argument("--max-tokens", type=int, metavar="N", help=defaults.MAX_TOKENS.help)
+    agent.add_argument("--temperature", type=float, help=defaults.TEMPERATURE.help)
     agent.add_argument("--system-prompt", metavar="TEXT", help="replace the system prompt")
     agent.add_argument(
         "--prefill-messages",
@@ -123,14 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent.add_argument("--disabled-toolsets", metavar="A,B", help="toolsets to remove")
     agent.add_argument("--distribution", metavar="NAME", help="sample toolsets per group")
-    agent.add_argument("--parser", metavar="NAME", help=PARSER.help)
-    agent.add_argument("--rollout-timeout", type=float, metavar="S", help=ROLLOUT_TIMEOUT.help)
+    agent.add_argument("--parser", metavar="NAME", help=defaults.PARSER.help)
+    agent.add_argument(
+        "--rollout-timeout", type=float, metavar="S", help=defaults.ROLLOUT_TIMEOUT.help
+    )
     model = p.add_argument_group("model")
     model.add_argument("--server-type", choices=SERVER_TYPES, help="embedded unless --model-url")
     model.add_argument("--model-url", metavar="URL", help="OpenAI-compatible or engine base URL")
     model.add_argument("--model", metavar="NAME|FILE.gguf", help="model name or local GGUF")
     model.add_argument("--tokenizer", metavar="DIR", help="HF tokenizer dir (token servers)")
-    model.add_argument("--context-tokens", type=int, metavar="N", help=CONTEXT_TOKENS.help)
+    model.add_argument("--context-tokens", type=int, metavar="N", help=defaults.CONTEXT_TOKENS.help)
     model.add_argument(
         "--threads",
         type=int,
@@ -160,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="phase 1: parse tool calls in content with --parser (server ignores tools)",
     )
     box = p.add_argument_group("sandbox")
-    box.add_argument("--sandbox", choices=SANDBOXES, help=SANDBOX.help)
-    box.add_argument("--sandbox-slots", type=int, metavar="N", help=SANDBOX_SLOTS.help)
+    box.add_argument("--sandbox", choices=SANDBOXES, help=defaults.SANDBOX.help)
+    box.add_argument("--sandbox-slots", type=int, metavar="N", help=defaults.SANDBOX_SLOTS.help)
     box.add_argument("--sandbox-max-hosts", type=int, metavar="N", help="max hosts (1)")
     box.add_argument("--sandbox-image", metavar="IMAGE", help="docker/modal/nomad image")
     box.add_argument(
@@ -182,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     box.add_argument(
         "--ray-python", metavar="PATH", help="the nodes' Python with hermes-sandbox (ray)"
     )
-    box.add_argument("--command-timeout", type=float, metavar="S", help=COMMAND_TIMEOUT.help)
+    box.add_argument(
+        "--command-timeout", type=float, metavar="S", help=defaults.COMMAND_TIMEOUT.help
+    )
     out = p.add_argument_group("output and control")
     out.add_argument("--output", metavar="DIR", help="run directory (runs/<timestamp>)")
     out.add_argument(

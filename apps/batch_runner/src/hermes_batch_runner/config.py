@@ -20,24 +20,14 @@ import yaml  # type: ignore[import-untyped]
 from hermes_protocols import ConfigError, JSONObject
 from hermes_rollouts import (
     BACKEND_KINDS,
-    COMMAND_TIMEOUT,
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    PARSER,
-    ROLLOUT_TIMEOUT,
-    SANDBOX,
-    SANDBOX_SLOTS,
-    SEED,
     SERVER_TYPES,
-    TEMPERATURE,
     BackendKind,
     PoolSpec,
     ServerType,
     default_prefill,
     default_toolsets,
 )
+from hermes_rollouts import option_defaults as defaults
 
 from hermes_batch_runner.errors import ResumeMismatch
 
@@ -105,7 +95,7 @@ def _ids_or_none(values: Any) -> tuple[int, ...] | None:
 class RunConfig:
     """Every option of a batch run (see ``--help`` for each one's meaning)."""
 
-    env: str = ENVIRONMENT.value
+    env: str = defaults.ENVIRONMENT.value
     env_options: JSONObject | None = None
     dataset: str | None = None
     on_bad_line: Literal["skip", "fail"] = attrs.field(
@@ -116,17 +106,17 @@ class RunConfig:
     )
     group_size: int = attrs.field(default=1, validator=_positive)
     concurrency: int = attrs.field(default=4, validator=_positive)
-    max_turns: int = MAX_TURNS.value
-    max_tokens: int = MAX_TOKENS.value
-    temperature: float = TEMPERATURE.value
+    max_turns: int = defaults.MAX_TURNS.value
+    max_tokens: int = defaults.MAX_TOKENS.value
+    temperature: float = defaults.TEMPERATURE.value
     system_prompt: str | None = None
     prefill_messages: str | None = None
     toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     disabled_toolsets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     distribution: str | None = None
-    parser: str = PARSER.value
-    sandbox: SandboxName = attrs.field(default=SANDBOX.value, validator=_one_of(SANDBOXES))
-    sandbox_slots: int = SANDBOX_SLOTS.value
+    parser: str = defaults.PARSER.value
+    sandbox: SandboxName = attrs.field(default=defaults.SANDBOX.value, validator=_one_of(SANDBOXES))
+    sandbox_slots: int = defaults.SANDBOX_SLOTS.value
     sandbox_max_hosts: int = 1
     sandbox_image: str | None = None
     sandbox_image_alias: tuple[str, ...] = attrs.field(
@@ -137,12 +127,14 @@ class RunConfig:
     nomad_address: str | None = None
     ray_address: str | None = None
     ray_python: str | None = None
-    command_timeout: float = COMMAND_TIMEOUT.value
-    rollout_timeout: float = attrs.field(default=ROLLOUT_TIMEOUT.value, validator=_positive)
+    command_timeout: float = defaults.COMMAND_TIMEOUT.value
+    rollout_timeout: float = attrs.field(
+        default=defaults.ROLLOUT_TIMEOUT.value, validator=_positive
+    )
     model_url: str | None = None
     model: str | None = None
     tokenizer: str | None = None
-    context_tokens: int = CONTEXT_TOKENS.value
+    context_tokens: int = defaults.CONTEXT_TOKENS.value
     threads: int | None = None
     server_type: ServerType = attrs.field(default="embedded", validator=_one_of(SERVER_TYPES))
     extra_body: JSONObject | None = None
@@ -151,7 +143,7 @@ class RunConfig:
         default=None, validator=attrs.validators.optional(_one_of(("sampled", "raw")))
     )
     parse_content_tool_calls: bool = False
-    seed: int = SEED.value
+    seed: int = defaults.SEED.value
     output: str | None = None
     require_reasoning: bool = False
     min_reward: float | None = None

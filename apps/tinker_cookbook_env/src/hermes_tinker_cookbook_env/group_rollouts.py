@@ -17,14 +17,6 @@ from typing import Any
 import anyio
 from hermes_protocols import HermesError, ScoredRollout
 from hermes_rollouts import (
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    PARSER,
-    SANDBOX,
-    SEED,
-    TEMPERATURE,
     AgentBudgets,
     CommandParser,
     EnvironmentSpec,
@@ -45,6 +37,7 @@ from hermes_rollouts import (
     root_error,
     watch_signals,
 )
+from hermes_rollouts import option_defaults as defaults
 
 from hermes_tinker_cookbook_env.completer import HermesTokenCompleter
 from hermes_tinker_cookbook_env.cookbook_import import do_group_rollout
@@ -53,18 +46,20 @@ from hermes_tinker_cookbook_env.env import HermesEnvGroupBuilder
 
 def parser() -> CommandParser:
     cli = CommandParser(prog="group_rollouts", description=__doc__)
-    cli.add_argument("--env", default=ENVIRONMENT.value, help="the environment (see --list-envs)")
+    cli.add_argument(
+        "--env", default=defaults.ENVIRONMENT.value, help="the environment (see --list-envs)"
+    )
     cli.add_argument("--env-options", type=json_object_option, default={}, help="JSON object")
     cli.add_argument("--list-envs", action=ListEnvironments, help="list environments and exit")
     cli.add_argument("--groups", type=int, default=1, help="how many items (one group each)")
     cli.add_argument("--group-size", type=int, default=2, help="rollouts per item")
-    cli.add_argument("--max-tokens", type=int, default=MAX_TOKENS.value, help="per turn")
-    cli.add_argument("--max-turns", type=int, default=MAX_TURNS.value)
-    cli.add_argument("--context-tokens", type=int, default=CONTEXT_TOKENS.value)
-    cli.add_argument("--temperature", type=float, default=TEMPERATURE.value)
-    cli.add_argument("--seed", type=int, default=SEED.value)
-    cli.add_argument("--sandbox", default=SANDBOX.value, help="sandbox backend kind")
-    cli.add_argument("--parser", default=PARSER.value, help="tool-call parser")
+    cli.add_argument("--max-tokens", type=int, default=defaults.MAX_TOKENS.value, help="per turn")
+    cli.add_argument("--max-turns", type=int, default=defaults.MAX_TURNS.value)
+    cli.add_argument("--context-tokens", type=int, default=defaults.CONTEXT_TOKENS.value)
+    cli.add_argument("--temperature", type=float, default=defaults.TEMPERATURE.value)
+    cli.add_argument("--seed", type=int, default=defaults.SEED.value)
+    cli.add_argument("--sandbox", default=defaults.SANDBOX.value, help="sandbox backend kind")
+    cli.add_argument("--parser", default=defaults.PARSER.value, help="tool-call parser")
     cli.add_argument("--toolsets", default="", help="comma-separated (default: the env's)")
     cli.add_argument("--demonstration", default=None, help="a shipped demonstration prefill")
     cli.add_argument("--gguf", default=None, help="model GGUF (default: the shipped SmolLM2)")

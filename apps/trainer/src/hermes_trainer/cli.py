@@ -16,14 +16,6 @@ import anyio
 import attrs
 from hermes_protocols import ConfigError, HermesError
 from hermes_rollouts import (
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    ROLLOUT_TIMEOUT,
-    SANDBOX,
-    SEED,
-    TEMPERATURE,
     CommandParser,
     Interruption,
     ListEnvironments,
@@ -32,6 +24,7 @@ from hermes_rollouts import (
     root_error,
     watch_signals,
 )
+from hermes_rollouts import option_defaults as defaults
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -53,7 +46,7 @@ EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults = TrainConfig(output=Path("."))
+    config_defaults = TrainConfig(output=Path("."))
     parser = CommandParser(
         prog="apps/trainer",
         description="GRPO (or SFT) on a LoRA adapter (JAX) of the embedded model. By default "
@@ -99,16 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--steps",
         type=int,
-        default=defaults.steps,
+        default=config_defaults.steps,
         help="at most this many steps (0: only evaluate the starting weights; needs --eval-items)",
     )
-    add("--groups-per-step", type=int, default=defaults.groups_per_step)
-    add("--group-size", type=int, default=defaults.group_size)
+    add("--groups-per-step", type=int, default=config_defaults.groups_per_step)
+    add("--group-size", type=int, default=config_defaults.group_size)
     add(
         "--env",
-        default=defaults.env,
+        default=config_defaults.env,
         help="the environment: a shipped or installed name (--list-envs), package.module:NAME "
-        f"or path/to/file.py:NAME (default {ENVIRONMENT.value})",
+        f"or path/to/file.py:NAME (default {defaults.ENVIRONMENT.value})",
     )
     add(
         "--env-options",
@@ -119,47 +112,52 @@ def build_parser() -> argparse.ArgumentParser:
     add("--list-envs", action=ListEnvironments, help="list the available environments and exit")
     add(
         "--families",
-        help=f"endless_terminals families (default {','.join(defaults.families)})",
+        help=f"endless_terminals families (default {','.join(config_defaults.families)})",
     )
     add("--difficulties", help="endless_terminals levels, comma-separated (default 1)")
-    add("--temperature", type=float, default=defaults.temperature, help=TEMPERATURE.help)
-    add("--max-turns", type=int, default=defaults.max_turns, help=MAX_TURNS.help)
-    add("--max-tokens", type=int, default=defaults.max_tokens, help=MAX_TOKENS.help)
+    add(
+        "--temperature",
+        type=float,
+        default=config_defaults.temperature,
+        help=defaults.TEMPERATURE.help,
+    )
+    add("--max-turns", type=int, default=config_defaults.max_turns, help=defaults.MAX_TURNS.help)
+    add("--max-tokens", type=int, default=config_defaults.max_tokens, help=defaults.MAX_TOKENS.help)
     add(
         "--context-tokens",
         type=int,
-        default=defaults.context_tokens,
-        help=CONTEXT_TOKENS.help,
+        default=config_defaults.context_tokens,
+        help=defaults.CONTEXT_TOKENS.help,
     )
     add(
         "--rollout-timeout",
         type=float,
-        default=defaults.rollout_timeout_s,
+        default=config_defaults.rollout_timeout_s,
         metavar="S",
-        help=ROLLOUT_TIMEOUT.help,
+        help=defaults.ROLLOUT_TIMEOUT.help,
     )
     add("--prefill-messages", help="demonstration JSON (default: the write_word one; 'none')")
     add("--model", help="a llama-architecture .gguf (default: SmolLM2-135M-Instruct)")
     add("--threads", type=int, help="llama.cpp threads")
-    add("--seed", type=int, default=defaults.seed, help=SEED.help)
+    add("--seed", type=int, default=config_defaults.seed, help=defaults.SEED.help)
     add(
         "--eval-items",
         type=int,
-        default=defaults.eval_items,
+        default=config_defaults.eval_items,
         help="held-out tasks run before and after training (group-size rollouts each)",
     )
     add(
         "--eval-every",
         type=int,
-        default=defaults.eval_every,
+        default=config_defaults.eval_every,
         metavar="N",
         help="also run the --eval-items tasks after every N steps (default: only before and after)",
     )
-    add("--sandbox", choices=SANDBOXES, default=defaults.sandbox, help=SANDBOX.help)
+    add("--sandbox", choices=SANDBOXES, default=config_defaults.sandbox, help=defaults.SANDBOX.help)
     add("--sandbox-image", metavar="IMAGE", help="docker: the sandboxes' image")
     add("--ray-address", metavar="HOST:PORT", help="ray: the Ray cluster (--sandbox ray)")
     add("--ray-python", metavar="PATH", help="ray: the nodes' Python with hermes-sandbox")
-    opt = defaults.optimizer
+    opt = config_defaults.optimizer
     add("--learning-rate", type=float, default=opt.learning_rate)
     add(
         "--lr-schedule",
@@ -215,8 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="penalise the k3 KL to the base (adapter-free) model per trainable token with "
         "this coefficient (default 0: no term, no extra forward)",
     )
-    add("--lora-rank", type=int, default=defaults.lora.rank)
-    add("--lora-alpha", type=float, default=defaults.lora.alpha)
+    add("--lora-rank", type=int, default=config_defaults.lora.rank)
+    add("--lora-alpha", type=float, default=config_defaults.lora.alpha)
     add(
         "--init-adapter",
         type=Path,
@@ -227,10 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--checkpoint-every",
         type=int,
-        default=defaults.checkpoint_every,
+        default=config_defaults.checkpoint_every,
         metavar="N",
         help="write OUTPUT/checkpoint.npz (LoRA, optimizer state, step) every N steps "
-        f"(default {defaults.checkpoint_every})",
+        f"(default {config_defaults.checkpoint_every})",
     )
     add(
         "--resume",
@@ -247,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--wandb-project",
-        default=defaults.wandb_project,
-        help=f"the wandb run's project (default {defaults.wandb_project})",
+        default=config_defaults.wandb_project,
+        help=f"the wandb run's project (default {config_defaults.wandb_project})",
     )
     add(
         "--keep-activations",

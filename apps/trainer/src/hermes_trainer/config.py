@@ -10,17 +10,10 @@ from typing import Any
 import attrs
 from hermes_protocols import ConfigError
 from hermes_rollouts import (
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    ROLLOUT_TIMEOUT,
-    SANDBOX,
-    SEED,
-    TEMPERATURE,
     BackendKind,
     demonstration_path,
 )
+from hermes_rollouts import option_defaults as defaults
 
 from hermes_trainer.grpo import Objective
 from hermes_trainer.loggers import check_log_to
@@ -100,22 +93,22 @@ class TrainConfig:
     steps: int = attrs.field(default=20, validator=_at_least(0))
     groups_per_step: int = attrs.field(default=4, validator=_positive)
     group_size: int = attrs.field(default=8, validator=_positive)
-    env: str = ENVIRONMENT.value
+    env: str = defaults.ENVIRONMENT.value
     env_options: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
     families: tuple[str, ...] = ("write_word",)
     difficulties: tuple[int, ...] = (1,)
-    temperature: float = TEMPERATURE.value
-    max_turns: int = attrs.field(default=MAX_TURNS.value, validator=_positive)
-    max_tokens: int = attrs.field(default=MAX_TOKENS.value, validator=_positive)
-    context_tokens: int = attrs.field(default=CONTEXT_TOKENS.value, validator=_positive)
-    rollout_timeout_s: float = ROLLOUT_TIMEOUT.value
+    temperature: float = defaults.TEMPERATURE.value
+    max_turns: int = attrs.field(default=defaults.MAX_TURNS.value, validator=_positive)
+    max_tokens: int = attrs.field(default=defaults.MAX_TOKENS.value, validator=_positive)
+    context_tokens: int = attrs.field(default=defaults.CONTEXT_TOKENS.value, validator=_positive)
+    rollout_timeout_s: float = defaults.ROLLOUT_TIMEOUT.value
     system_prompt: str = SYSTEM_PROMPT
     prefill_messages: str | None = attrs.field(
         factory=lambda: str(demonstration_path("write_word"))
     )
     model: str | None = None
     threads: int | None = None
-    seed: int = SEED.value
+    seed: int = defaults.SEED.value
     eval_items: int = attrs.field(default=0, validator=_at_least(0))
     eval_every: int = attrs.field(default=0, validator=_at_least(0))
     lora: LoraSpec = attrs.field(factory=LoraSpec)
@@ -131,7 +124,7 @@ class TrainConfig:
     tinker: TinkerSpec | None = None
     checkpoint_every: int = attrs.field(default=1, validator=_positive)
     resume: bool = False
-    sandbox: BackendKind = SANDBOX.value
+    sandbox: BackendKind = defaults.SANDBOX.value
     sandbox_image: str | None = None
     ray_address: str | None = None
     ray_python: str | None = None
@@ -187,7 +180,7 @@ class TrainConfig:
                 f"--sandbox must be one of {', '.join(SANDBOXES)}, got {self.sandbox!r}"
             )
         chosen = self.sandbox_image or self.ray_address or self.ray_python
-        if not live and (self.sandbox != SANDBOX.value or chosen):
+        if not live and (self.sandbox != defaults.SANDBOX.value or chosen):
             raise ConfigError(
                 "--sandbox, --sandbox-image, --ray-address and --ray-python choose the live "
                 "source's sandboxes: with --atropos-url or --trajectories the rollouts ran "

@@ -16,9 +16,6 @@ from typing import Any
 
 from hermes_protocols import HermesError
 from hermes_rollouts import (
-    COMMAND_TIMEOUT,
-    ENVIRONMENT,
-    SANDBOX,
     STOP_SIGNALS,
     AgentBudgets,
     EnvironmentSpec,
@@ -30,6 +27,7 @@ from hermes_rollouts import (
     demonstration_path,
     interrupted_exit_code,
 )
+from hermes_rollouts import option_defaults as defaults
 
 from hermes_trl_env.completions import trained_completions
 from hermes_trl_env.dataset import episode_rows
@@ -41,13 +39,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpo.py", description=__doc__)
     p.add_argument("--model", type=Path, required=True, help="a Hugging Face model directory")
     p.add_argument("--output-dir", type=Path, required=True)
-    p.add_argument("--environment", default=ENVIRONMENT.value, help=ENVIRONMENT.help)
+    p.add_argument(
+        "--environment", default=defaults.ENVIRONMENT.value, help=defaults.ENVIRONMENT.help
+    )
     p.add_argument("--options", type=json.loads, default={}, help="the environment's config (JSON)")
     p.add_argument("--demonstration", help="a shipped demonstration shown before the task")
     p.add_argument("--system-prompt", help="replaces the environment's system prompt")
     p.add_argument("--toolsets", default="", help="comma-separated (default: the environment's)")
-    p.add_argument("--sandbox", default=SANDBOX.value, help=SANDBOX.help)
-    p.add_argument("--command-timeout", type=float, default=COMMAND_TIMEOUT.value)
+    p.add_argument("--sandbox", default=defaults.SANDBOX.value, help=defaults.SANDBOX.help)
+    p.add_argument("--command-timeout", type=float, default=defaults.COMMAND_TIMEOUT.value)
     p.add_argument("--prompts", type=int, default=2, help="items per step")
     p.add_argument("--generations", type=int, default=2, help="completions per item")
     p.add_argument("--steps", type=int, default=1)

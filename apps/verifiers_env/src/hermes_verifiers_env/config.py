@@ -5,17 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_rollouts import (
-    COMMAND_TIMEOUT,
-    CONTEXT_TOKENS,
-    ENVIRONMENT,
-    MAX_TOKENS,
-    MAX_TURNS,
-    PARSER,
-    SANDBOX,
-    SEED,
-    BackendKind,
-)
+from hermes_rollouts import BackendKind
+from hermes_rollouts import option_defaults as defaults
 from pydantic import Field, field_validator
 
 from hermes_verifiers_env.verifiers_import import vf
@@ -28,9 +19,9 @@ class HermesTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]
     """Which environment of ours (any reference the resolver takes: a shipped or installed
     name, ``pkg.mod:Attr``, ``path/to/file.py:Attr``), its options, and which items."""
 
-    environment: str = Field(ENVIRONMENT.value, description=ENVIRONMENT.help)
+    environment: str = Field(defaults.ENVIRONMENT.value, description=defaults.ENVIRONMENT.help)
     options: dict[str, Any] = Field(default_factory=dict)
-    seed: int = Field(SEED.value, description=SEED.help)
+    seed: int = Field(defaults.SEED.value, description=defaults.SEED.help)
     split: str = "train"
 
 
@@ -38,18 +29,22 @@ class HermesHarnessConfig(vf.HarnessConfig):  # type: ignore[misc]
     """How one rollout runs: the sandbox backend, the agent's budgets, the tool-call parser and
     what the model is shown before the task (a shipped demonstration or a prefill file)."""
 
-    sandbox: BackendKind = Field(SANDBOX.value, description=SANDBOX.help)
+    sandbox: BackendKind = Field(defaults.SANDBOX.value, description=defaults.SANDBOX.help)
     pool_name: str = "hermes-vf"
-    max_turns: int = Field(MAX_TURNS.value, ge=1, description=MAX_TURNS.help)
-    max_tokens: int = Field(MAX_TOKENS.value, ge=1, description=MAX_TOKENS.help)
-    context_tokens: int = Field(CONTEXT_TOKENS.value, ge=16, description=CONTEXT_TOKENS.help)
-    parser: str = Field(PARSER.value, description=PARSER.help)
+    max_turns: int = Field(defaults.MAX_TURNS.value, ge=1, description=defaults.MAX_TURNS.help)
+    max_tokens: int = Field(defaults.MAX_TOKENS.value, ge=1, description=defaults.MAX_TOKENS.help)
+    context_tokens: int = Field(
+        defaults.CONTEXT_TOKENS.value, ge=16, description=defaults.CONTEXT_TOKENS.help
+    )
+    parser: str = Field(defaults.PARSER.value, description=defaults.PARSER.help)
     parse_content_tool_calls: bool = True
     toolsets: list[str] = Field(default_factory=list)  # empty: the environment's own
     demonstration: str | None = None
     prefill_messages: str | None = None
     system_prompt: str | None = None
-    command_timeout: float = Field(COMMAND_TIMEOUT.value, gt=0, description=COMMAND_TIMEOUT.help)
+    command_timeout: float = Field(
+        defaults.COMMAND_TIMEOUT.value, gt=0, description=defaults.COMMAND_TIMEOUT.help
+    )
     max_attempts: int = Field(3, ge=1)
 
     @field_validator("toolsets", mode="before")

@@ -13,7 +13,6 @@ from functools import partial
 from typing import Any
 
 from hermes_rollouts import (
-    TEMPERATURE,
     AgentBudgets,
     EnvironmentSpec,
     ModelSpec,
@@ -28,6 +27,7 @@ from hermes_rollouts import (
     item_from_json,
     run_single_rollout,
 )
+from hermes_rollouts import option_defaults as defaults
 
 from hermes_verifiers_env.config import HermesHarnessConfig
 from hermes_verifiers_env.own_loop import run_on_own_loop
@@ -80,7 +80,7 @@ def rollout_spec(
             max_attempts=config.max_attempts,
         ),
         sampling=SamplingSpec(
-            temperature=TEMPERATURE.value if temperature is None else temperature
+            temperature=defaults.TEMPERATURE.value if temperature is None else temperature
         ),
         parser=config.parser,
     )
