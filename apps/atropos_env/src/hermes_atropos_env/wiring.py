@@ -26,22 +26,13 @@ from hermes_rollouts import (
     DEFAULT_NOMAD_JOB_PREFIX,
     AdapterFile,
     Credentials,
-    ModelSpec,
     RolloutSession,
-    SandboxSpec,
     check_spec,
     hf_tokenizer_dir,
     open_session,
     reference_slug,
 )
-from hermes_rollouts.spec import (
-    AgentBudgets,
-    EnvironmentSpec,
-    PoolSpec,
-    RolloutSpec,
-    SamplingSpec,
-    ToolsetSpec,
-)
+from hermes_rollouts import spec as specs
 
 from hermes_atropos_env.config import HermesAtroposEnvConfig, InferenceConfig
 from hermes_atropos_env.retokenize import ChatTemplateRetokenizer
@@ -106,7 +97,7 @@ def environment_options(env: HermesAtroposEnvConfig) -> dict[str, Any]:
     return {**options, **(env.environment_options or {})}
 
 
-def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
+def _pool_spec(env: HermesAtroposEnvConfig) -> specs.PoolSpec:
     """Modal uses the modal_* fields, other backends the *_containers fields; the pool is
     ``--env.nomad_job_id`` on nomad, else ``atropos-<environment>``."""
     mode = env.tool_pool_mode
@@ -121,7 +112,7 @@ def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
         if mode in ("docker", "nomad", "remote"):
             low = env.min_containers
     name = env.nomad_job_id if mode == "nomad" and env.nomad_job_id else None
-    return PoolSpec(
+    return specs.PoolSpec(
         name=name or f"atropos-{reference_slug(env.environment)}".replace("_", "-"),
         slots_per_host=slots,
         min_hosts=low,
@@ -131,10 +122,10 @@ def _pool_spec(env: HermesAtroposEnvConfig) -> PoolSpec:
     )
 
 
-def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> ModelSpec:
+def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> specs.ModelSpec:
     """The ``--openai.*`` options (with the context and concurrency ``env`` implies)."""
     embedded = inference.server_type == "embedded"
-    return ModelSpec(
+    return specs.ModelSpec(
         server_type=inference.server_type,
         base_url=inference.base_url or None,
         model=inference.model_name or None,
@@ -154,12 +145,12 @@ def model_spec(env: HermesAtroposEnvConfig, inference: InferenceConfig) -> Model
 
 def rollout_spec(
     env: HermesAtroposEnvConfig, inference: InferenceConfig, credentials: Credentials
-) -> RolloutSpec:
+) -> specs.RolloutSpec:
     """The adapter's options (and the sandbox credentials) as the assembly's spec."""
     modal = env.tool_pool_mode == "modal"
-    return RolloutSpec(
+    return specs.RolloutSpec(
         model=model_spec(env, inference),
-        sandbox=SandboxSpec(
+        sandbox=specs.SandboxSpec(
             kind=env.tool_pool_mode,
             image=env.modal_image if modal else env.sandbox_image,
             image_aliases=env.sandbox_image_aliases or {},
@@ -178,26 +169,26 @@ def rollout_spec(
             idle_timeout_s=float(env.terminal_lifetime),
         ),
         pool=_pool_spec(env),
-        environment=EnvironmentSpec(
+        environment=specs.EnvironmentSpec(
             name=env.environment,
             options=environment_options(env),
             system_prompt=env.system_prompt,
             prefill_messages=None if env.prefill_messages == "none" else env.prefill_messages,
         ),
-        toolsets=ToolsetSpec(
+        toolsets=specs.ToolsetSpec(
             enabled=env.enabled_toolsets,
             disabled=env.disabled_toolsets or (),
             distribution=env.distribution,
             command_timeout_s=float(env.terminal_timeout),
             max_command_timeout_s=float(env.terminal_lifetime),
         ),
-        budgets=AgentBudgets(
+        budgets=specs.AgentBudgets(
             max_turns=env.max_agent_turns,
             max_tokens_per_turn=env.max_tokens_per_turn,
             generation_timeout_s=inference.timeout,
             agent_phase_timeout_s=float(env.terminal_lifetime),
         ),
-        sampling=SamplingSpec(temperature=env.agent_temperature),
+        sampling=specs.SamplingSpec(temperature=env.agent_temperature),
         parser=env.tool_call_parser,
     )
 
@@ -269,7 +260,7 @@ class HermesWiring:
 
     def __init__(self, credentials: Credentials | None = None) -> None:
         self._credentials = credentials or Credentials()
-        self._built: tuple[EnvironmentSpec, Environment] | None = None
+        self._built: tuple[specs.EnvironmentSpec, Environment] | None = None
 
     def problems(self, env: HermesAtroposEnvConfig, inference: InferenceConfig) -> list[str]:
         spec = rollout_spec(env, inference, self._credentials)

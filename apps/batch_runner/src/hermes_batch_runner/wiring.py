@@ -17,21 +17,14 @@ from pathlib import Path
 import anyio
 from hermes_protocols import Environment, Item, ScoredRollout
 from hermes_rollouts import (
-    AgentBudgets,
     Credentials,
-    EnvironmentSpec,
-    ModelSpec,
-    PoolSpec,
     RolloutSession,
-    RolloutSpec,
-    SamplingSpec,
-    SandboxSpec,
-    ToolsetSpec,
     derive_seed,
     hf_tokenizer_dir,
     open_session,
     rollout_id,
 )
+from hermes_rollouts import spec as specs
 
 from hermes_batch_runner.config import RunConfig
 
@@ -83,11 +76,11 @@ def pool_name(run_key: str) -> str:
     return f"batch-{digest}"
 
 
-def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
+def rollout_spec(config: RunConfig, credentials: Credentials) -> specs.RolloutSpec:
     """The run's options (and credentials) as the assembly's spec."""
     embedded = config.server_type == "embedded"
-    return RolloutSpec(
-        model=ModelSpec(
+    return specs.RolloutSpec(
+        model=specs.ModelSpec(
             server_type=config.server_type,
             base_url=config.model_url,
             model=None if embedded else config.model,
@@ -103,7 +96,7 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             concurrency=config.in_flight,
             threads=config.threads,
         ),
-        sandbox=SandboxSpec(
+        sandbox=specs.SandboxSpec(
             kind=config.sandbox,
             image=config.sandbox_image,
             image_aliases=[
@@ -118,13 +111,13 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             ray_python=config.ray_python,
             rollout_timeout_s=config.rollout_timeout,
         ),
-        pool=PoolSpec(
+        pool=specs.PoolSpec(
             name=pool_name(config.output or "default"),
             slots_per_host=config.sandbox_slots,
             max_hosts=config.sandbox_max_hosts,
             acquire_timeout_s=max(120.0, config.rollout_timeout),
         ),
-        environment=EnvironmentSpec(
+        environment=specs.EnvironmentSpec(
             name=config.env,
             options=dict(config.env_options or {}),
             dataset=config.dataset,
@@ -132,19 +125,19 @@ def rollout_spec(config: RunConfig, credentials: Credentials) -> RolloutSpec:
             system_prompt=config.system_prompt,
             prefill_messages=config.prefill_file,
         ),
-        toolsets=ToolsetSpec(
+        toolsets=specs.ToolsetSpec(
             enabled=config.enabled_toolsets,
             disabled=config.disabled_toolsets,
             distribution=config.distribution,
             command_timeout_s=config.command_timeout,
         ),
-        budgets=AgentBudgets(
+        budgets=specs.AgentBudgets(
             max_turns=config.max_turns,
             max_tokens_per_turn=config.max_tokens,
             rollout_timeout_s=config.rollout_timeout,
             agent_phase_timeout_s=config.rollout_timeout + AGENT_PHASE_MARGIN_S,
         ),
-        sampling=SamplingSpec(temperature=config.temperature),
+        sampling=specs.SamplingSpec(temperature=config.temperature),
         parser=config.parser,
     )
 

@@ -17,17 +17,9 @@ from typing import Any
 import anyio
 from hermes_protocols import HermesError, ScoredRollout
 from hermes_rollouts import (
-    AgentBudgets,
     CommandParser,
-    EnvironmentSpec,
     Interruption,
     ListEnvironments,
-    ModelSpec,
-    PoolSpec,
-    RolloutSpec,
-    SamplingSpec,
-    SandboxSpec,
-    ToolsetSpec,
     cancel_when_set,
     demonstration_path,
     interrupted_exit_code,
@@ -38,6 +30,7 @@ from hermes_rollouts import (
     watch_signals,
 )
 from hermes_rollouts import option_defaults as defaults
+from hermes_rollouts import spec as specs
 
 from hermes_tinker_cookbook_env.completer import HermesTokenCompleter
 from hermes_tinker_cookbook_env.cookbook_import import do_group_rollout
@@ -67,26 +60,26 @@ def parser() -> CommandParser:
     return cli
 
 
-def spec_of(args: argparse.Namespace) -> RolloutSpec:
-    return RolloutSpec(
-        model=ModelSpec(
+def spec_of(args: argparse.Namespace) -> specs.RolloutSpec:
+    return specs.RolloutSpec(
+        model=specs.ModelSpec(
             server_type="embedded",
             gguf_path=args.gguf,
             context_tokens=args.context_tokens,
             concurrency=args.group_size,
         ),
-        sandbox=SandboxSpec(kind=args.sandbox),
-        pool=PoolSpec(name="hermes-tinker-cookbook", slots_per_host=args.group_size),
-        environment=EnvironmentSpec(
+        sandbox=specs.SandboxSpec(kind=args.sandbox),
+        pool=specs.PoolSpec(name="hermes-tinker-cookbook", slots_per_host=args.group_size),
+        environment=specs.EnvironmentSpec(
             name=args.env,
             options=args.env_options,
             prefill_messages=None
             if args.demonstration is None
             else str(demonstration_path(args.demonstration)),
         ),
-        toolsets=ToolsetSpec(enabled=tuple(t for t in args.toolsets.split(",") if t) or None),
-        budgets=AgentBudgets(max_turns=args.max_turns, max_tokens_per_turn=args.max_tokens),
-        sampling=SamplingSpec(temperature=args.temperature),
+        toolsets=specs.ToolsetSpec(enabled=tuple(t for t in args.toolsets.split(",") if t) or None),
+        budgets=specs.AgentBudgets(max_turns=args.max_turns, max_tokens_per_turn=args.max_tokens),
+        sampling=specs.SamplingSpec(temperature=args.temperature),
         parser=args.parser,
     )
 

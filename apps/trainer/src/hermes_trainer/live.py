@@ -20,21 +20,14 @@ import anyio.to_thread
 from hermes_protocols import ConfigError, Environment, ScoredRollout
 from hermes_protocols.formats import TrainingTag, training_rollouts
 from hermes_rollouts import (
-    AgentBudgets,
-    EnvironmentSpec,
     ModelOpener,
-    ModelSpec,
-    PoolSpec,
     RolloutSession,
-    RolloutSpec,
-    SamplingSpec,
-    SandboxSpec,
-    ToolsetSpec,
     derive_seed,
     hf_tokenizer_dir,
     open_session,
     validate,
 )
+from hermes_rollouts import spec as specs
 
 from hermes_trainer.config import TrainConfig
 from hermes_trainer.rollout_log import RolloutLog
@@ -57,38 +50,38 @@ OPTION_NAMES = {
 }
 
 
-def rollout_spec(config: TrainConfig) -> RolloutSpec:
+def rollout_spec(config: TrainConfig) -> specs.RolloutSpec:
     """The sampling side of a run: the embedded model (one KV sequence, as measured in
     docs/training.md), the run's sandboxes (one host of a group's slots), terminal tool only,
     the run's environment, budgets and temperature."""
-    return RolloutSpec(
-        model=ModelSpec(
+    return specs.RolloutSpec(
+        model=specs.ModelSpec(
             gguf_path=config.model,
             context_tokens=config.context_tokens,
             concurrency=1,
             threads=config.threads,
         ),
-        sandbox=SandboxSpec(
+        sandbox=specs.SandboxSpec(
             kind=config.sandbox,
             image=config.sandbox_image,
             ray_address=config.ray_address,
             ray_python=config.ray_python,
             rollout_timeout_s=config.rollout_timeout_s,
         ),
-        pool=PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
-        environment=EnvironmentSpec(
+        pool=specs.PoolSpec(name=f"trainer-{config.seed}", slots_per_host=config.group_size),
+        environment=specs.EnvironmentSpec(
             name=config.env,
             options=config.environment_options,
             system_prompt=config.system_prompt,
             prefill_messages=config.prefill_messages,
         ),
-        toolsets=ToolsetSpec(enabled=("terminal",)),
-        budgets=AgentBudgets(
+        toolsets=specs.ToolsetSpec(enabled=("terminal",)),
+        budgets=specs.AgentBudgets(
             max_turns=config.max_turns,
             max_tokens_per_turn=config.max_tokens,
             rollout_timeout_s=config.rollout_timeout_s,
         ),
-        sampling=SamplingSpec(temperature=config.temperature),
+        sampling=specs.SamplingSpec(temperature=config.temperature),
     )
 
 
@@ -180,7 +173,7 @@ def live_environment(config: TrainConfig) -> Environment:
     return validate(rollout_spec(config), OPTION_NAMES)
 
 
-def _tokenizer_json(config: TrainConfig, spec: RolloutSpec) -> Path | None:
+def _tokenizer_json(config: TrainConfig, spec: specs.RolloutSpec) -> Path | None:
     """The sampler's ``tokenizer.json`` (the embedded model's export, or the Tinker model's
     tokenizer directory's); ``None`` when there is none. Blocking."""
     directory = (

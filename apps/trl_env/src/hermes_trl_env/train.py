@@ -17,17 +17,12 @@ from typing import Any
 from hermes_protocols import HermesError
 from hermes_rollouts import (
     STOP_SIGNALS,
-    AgentBudgets,
-    EnvironmentSpec,
-    PoolSpec,
-    RolloutSpec,
-    SandboxSpec,
-    ToolsetSpec,
     blocking_episodes,
     demonstration_path,
     interrupted_exit_code,
 )
 from hermes_rollouts import option_defaults as defaults
+from hermes_rollouts import spec as specs
 
 from hermes_trl_env.completions import trained_completions
 from hermes_trl_env.dataset import episode_rows
@@ -58,21 +53,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def rollout_spec(args: argparse.Namespace) -> RolloutSpec:
+def rollout_spec(args: argparse.Namespace) -> specs.RolloutSpec:
     """Our side of the run: the environment, its sandbox, its tools (no model: TRL samples)."""
     prefill = str(demonstration_path(args.demonstration)) if args.demonstration else None
     toolsets = [name.strip() for name in args.toolsets.split(",") if name.strip()]
-    return RolloutSpec(
-        sandbox=SandboxSpec(kind=args.sandbox),
-        pool=PoolSpec(name="hermes-trl"),
-        environment=EnvironmentSpec(
+    return specs.RolloutSpec(
+        sandbox=specs.SandboxSpec(kind=args.sandbox),
+        pool=specs.PoolSpec(name="hermes-trl"),
+        environment=specs.EnvironmentSpec(
             name=args.environment,
             options=args.options,
             system_prompt=args.system_prompt,
             prefill_messages=prefill,
         ),
-        toolsets=ToolsetSpec(enabled=toolsets or None, command_timeout_s=args.command_timeout),
-        budgets=AgentBudgets(max_attempts=1),
+        toolsets=specs.ToolsetSpec(
+            enabled=toolsets or None, command_timeout_s=args.command_timeout
+        ),
+        budgets=specs.AgentBudgets(max_attempts=1),
     )
 
 

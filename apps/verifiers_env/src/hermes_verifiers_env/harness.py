@@ -13,21 +13,14 @@ from functools import partial
 from typing import Any
 
 from hermes_rollouts import (
-    AgentBudgets,
-    EnvironmentSpec,
-    ModelSpec,
-    PoolSpec,
     RolloutOutcome,
-    RolloutSpec,
-    SamplingSpec,
-    SandboxSpec,
-    ToolsetSpec,
     demonstration_path,
     derive_seed,
     item_from_json,
     run_single_rollout,
 )
 from hermes_rollouts import option_defaults as defaults
+from hermes_rollouts import spec as specs
 
 from hermes_verifiers_env.config import HermesHarnessConfig
 from hermes_verifiers_env.own_loop import run_on_own_loop
@@ -48,13 +41,13 @@ def rollout_spec(
     model: str,
     temperature: float | None,
     trace_id: str,
-) -> RolloutSpec:
+) -> specs.RolloutSpec:
     """The spec of one rollout: the model behind verifiers' endpoint, our sandbox and tools."""
     prefill = config.prefill_messages
     if config.demonstration is not None:
         prefill = str(demonstration_path(config.demonstration))
-    return RolloutSpec(
-        model=ModelSpec(
+    return specs.RolloutSpec(
+        model=specs.ModelSpec(
             server_type="openai",
             base_url=endpoint,
             model=model,
@@ -63,23 +56,23 @@ def rollout_spec(
             context_tokens=config.context_tokens,
             parse_content_tool_calls=config.parse_content_tool_calls,
         ),
-        sandbox=SandboxSpec(kind=config.sandbox),
-        pool=PoolSpec(name=pool_name(config.pool_name, trace_id), slots_per_host=1),
-        environment=EnvironmentSpec(
+        sandbox=specs.SandboxSpec(kind=config.sandbox),
+        pool=specs.PoolSpec(name=pool_name(config.pool_name, trace_id), slots_per_host=1),
+        environment=specs.EnvironmentSpec(
             name=data["environment"],
             options=data["options"],
             system_prompt=config.system_prompt,
             prefill_messages=prefill,
         ),
-        toolsets=ToolsetSpec(
+        toolsets=specs.ToolsetSpec(
             enabled=config.toolsets or None, command_timeout_s=config.command_timeout
         ),
-        budgets=AgentBudgets(
+        budgets=specs.AgentBudgets(
             max_turns=config.max_turns,
             max_tokens_per_turn=config.max_tokens,
             max_attempts=config.max_attempts,
         ),
-        sampling=SamplingSpec(
+        sampling=specs.SamplingSpec(
             temperature=defaults.TEMPERATURE.value if temperature is None else temperature
         ),
         parser=config.parser,

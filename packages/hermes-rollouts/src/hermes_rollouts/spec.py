@@ -28,6 +28,18 @@ from hermes_rollouts.option_defaults import (
     TEMPERATURE,
 )
 
+#: the spec and its sections (two of them owned by the packages that read them)
+__all__ = [
+    "AgentBudgets",
+    "EnvironmentSpec",
+    "ModelSpec",
+    "PoolSpec",
+    "RolloutSpec",
+    "SamplingSpec",
+    "SandboxSpec",
+    "ToolsetSpec",
+]
+
 
 def _strs(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
