@@ -10,21 +10,15 @@ tinker-cookbook's own, so it keeps the versions it was installed with.
 
 from __future__ import annotations
 
-import site
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # apps/: the shared part
+from foreign_venv import join_workspace
 
 
 def main() -> int:
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    workspace = ROOT / ".venv" / "lib" / version / "site-packages"
-    if not workspace.is_dir():
-        sys.exit(f"group_rollouts.py: no workspace environment at {workspace}: run `uv sync` first")
-    site.addsitedir(str(workspace))
-    sys.path.append(str(HERE / "src"))
+    join_workspace(__file__)
     from hermes_tinker_cookbook_env.group_rollouts import main as group_rollouts
 
     return group_rollouts(sys.argv[1:])

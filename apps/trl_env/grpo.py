@@ -9,21 +9,15 @@ own, so TRL keeps the transformers and torch it runs with and our packages come 
 
 from __future__ import annotations
 
-import site
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # apps/: the shared part
+from foreign_venv import join_workspace
 
 
 def main() -> int:
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    workspace = ROOT / ".venv" / "lib" / version / "site-packages"
-    if not workspace.is_dir():
-        sys.exit(f"grpo.py: no workspace environment at {workspace}: run `uv sync` first")
-    site.addsitedir(str(workspace))
-    sys.path.append(str(HERE / "src"))
+    join_workspace(__file__)
     from hermes_trl_env.train import main as train
 
     return train()

@@ -10,21 +10,15 @@ verifiers' own, so verifiers keeps the openai it pins and our packages come from
 
 from __future__ import annotations
 
-import site
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # apps/: the shared part
+from foreign_venv import join_workspace
 
 
 def main() -> int:
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    workspace = ROOT / ".venv" / "lib" / version / "site-packages"
-    if not workspace.is_dir():
-        sys.exit(f"vf_eval.py: no workspace environment at {workspace}: run `uv sync` first")
-    site.addsitedir(str(workspace))
-    sys.path.append(str(HERE / "src"))
+    join_workspace(__file__)
     from verifiers.v1.cli.eval.main import main as vf_eval  # type: ignore[import-not-found]
 
     result = vf_eval()
