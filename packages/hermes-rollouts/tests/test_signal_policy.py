@@ -8,7 +8,7 @@ import signal
 
 import anyio
 import pytest
-from hermes_rollouts import DUPLICATE_WINDOW_S, Interruption, SignalCounter, watch_signals
+from hermes_rollouts import DUPLICATE_WINDOW_S, Interruption, SignalCounter, signals_watched
 from hermes_rollouts.signal_policy import Step, interrupted_exit_code
 from hypothesis import given
 from hypothesis import strategies as st
@@ -55,16 +55,12 @@ def test_the_exit_code_is_128_plus_the_first_signal() -> None:
 async def test_real_signals_drain_then_cancel() -> None:
     interruption = Interruption()
     seen: list[str] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            lambda: watch_signals(
-                interruption,
-                on_drain=lambda s: seen.append(f"drain {s}"),
-                on_cancel=lambda s: seen.append(f"cancel {s}"),
-                window_s=0.3,
-            )
-        )
-        await anyio.sleep(0.05)  # the receiver is installed
+    async with signals_watched(
+        interruption,
+        on_drain=lambda s: seen.append(f"drain {s}"),
+        on_cancel=lambda s: seen.append(f"cancel {s}"),
+        window_s=0.3,
+    ):
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGTERM)
         with anyio.fail_after(5):
@@ -75,6 +71,5 @@ async def test_real_signals_drain_then_cancel() -> None:
         os.kill(os.getpid(), signal.SIGINT)
         with anyio.fail_after(5):
             await interruption.cancel.wait()
-        tg.cancel_scope.cancel()
     assert seen == [f"drain {int(signal.SIGTERM)}", f"cancel {int(signal.SIGINT)}"]
     assert interruption.exit_code == 143

@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +28,7 @@ from hermes_rollouts import (
     interrupted_exit_code,
     reference_slug,
     root_error,
-    watch_signals,
+    signals_watched,
 )
 
 from hermes_atropos_env.cli_args import build_configs, parse_argv
@@ -190,10 +189,7 @@ async def _run(command: str, env_obj: Any, interruption: Interruption) -> Path |
     the loop. ``process`` then writes its report (also when interrupted): its path."""
     timeout = float(env_obj.config.drain_timeout)
     on_drain, on_cancel = _signal_notices(command, timeout)
-    async with anyio.create_task_group() as signals:
-        signals.start_soon(
-            partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
-        )
+    async with signals_watched(interruption, on_drain=on_drain, on_cancel=on_cancel):
         try:
             async with anyio.create_task_group() as work:
                 work.start_soon(_cancel_after_drain, env_obj, interruption, work.cancel_scope)
@@ -212,7 +208,6 @@ async def _run(command: str, env_obj: Any, interruption: Interruption) -> Path |
         if command == "process":
             env_obj.close_output()
             report = await anyio.to_thread.run_sync(_process_report, env_obj)
-        signals.cancel_scope.cancel()
     return report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 
 import anyio
@@ -13,7 +13,7 @@ import attrs
 from hermes_protocols import JSONObject
 from hermes_protocols.formats import RunDirectory
 from hermes_report import TokenizerFileError, TokenTexts, run_dir_records, write_report
-from hermes_rollouts import Interruption, file_sha256, watch_signals
+from hermes_rollouts import Interruption, file_sha256, signals_watched
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -159,13 +159,14 @@ async def run_batch(
     ``handle_signals`` SIGINT/SIGTERM follow :mod:`hermes_rollouts.signal_policy` for the whole
     run, pool release and report included."""
     interruption = Interruption()
-    async with anyio.create_task_group() as tg:
-        if handle_signals:
-            on_drain, on_cancel = _signal_notices(console)
-            tg.start_soon(
-                partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
-            )
-        result = await _run_batch(
+    on_drain, on_cancel = _signal_notices(console)
+    watched: AbstractAsyncContextManager[None] = (
+        signals_watched(interruption, on_drain=on_drain, on_cancel=on_cancel)
+        if handle_signals
+        else nullcontext()
+    )
+    async with watched:
+        return await _run_batch(
             config,
             paths,
             resume=resume,
@@ -175,8 +176,6 @@ async def run_batch(
             retry_failed=retry_failed,
             interruption=interruption,
         )
-        tg.cancel_scope.cancel()
-    return result
 
 
 async def _run_batch(

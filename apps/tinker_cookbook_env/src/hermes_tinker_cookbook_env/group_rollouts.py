@@ -27,7 +27,7 @@ from hermes_rollouts import (
     json_object_option,
     open_driven_session,
     root_error,
-    watch_signals,
+    signals_watched,
 )
 from hermes_rollouts import option_defaults as defaults
 from hermes_rollouts import spec as specs
@@ -168,8 +168,7 @@ async def run(args: argparse.Namespace) -> int:
     is written, and the exit code is 128 + the signal, also when the signal came as the last
     group finished."""
     interruption = Interruption()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch_signals, interruption)
+    async with signals_watched(interruption), anyio.create_task_group() as tg:
         with anyio.CancelScope() as work:
             tg.start_soon(cancel_when_set, interruption.drain, work)
             lines = await _rollouts(args)

@@ -8,7 +8,6 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from hermes_rollouts import (
     interrupted_exit_code,
     json_object_option,
     root_error,
-    watch_signals,
+    signals_watched,
 )
 from hermes_rollouts import option_defaults as defaults
 from rich.console import Console
@@ -431,19 +430,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         """The training under the signal policy, release of the model and sandboxes included."""
         from hermes_trainer.loop import train  # JAX and the rest: only once the options hold
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                partial(watch_signals, interruption, on_drain=on_drain, on_cancel=on_cancel)
-            )
-            history = await train(
+        async with signals_watched(interruption, on_drain=on_drain, on_cancel=on_cancel):
+            return await train(
                 config,
                 on_step=on_step,
                 on_eval=on_eval,
                 on_eval_progress=on_eval_progress,
                 interruption=interruption,
             )
-            tg.cancel_scope.cancel()
-        return history
 
     try:
         with progress:

@@ -102,7 +102,7 @@ from hermes_rollouts.signal_policy import (
     SignalCounter,
     cancel_when_set,
     interrupted_exit_code,
-    watch_signals,
+    signals_watched,
 )
 from hermes_rollouts.single_rollout import (
     RolloutOutcome,
@@ -236,11 +236,11 @@ __all__ = [
     "rollout_record",
     "root_error",
     "run_single_rollout",
+    "signals_watched",
     "spec_problems",
     "system_prompt",
     "tool_stats",
     "tools_chat_template",
     "validate",
-    "watch_signals",
     "without_torch_notice",
 ]

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import enum
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
 
 import anyio
+import anyio.abc
 import attrs
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -97,18 +100,18 @@ async def cancel_when_set(event: anyio.Event, scope: anyio.CancelScope) -> None:
     scope.cancel()
 
 
-async def watch_signals(
+async def _receive(
     interruption: Interruption,
+    on_drain: Callable[[int], None],
+    on_cancel: Callable[[int], None],
+    window_s: float,
     *,
-    on_drain: Callable[[int], None] = _silent,
-    on_cancel: Callable[[int], None] = _silent,
-    window_s: float = DUPLICATE_WINDOW_S,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Receive SIGINT/SIGTERM until cancelled and apply the policy to ``interruption``;
-    ``on_drain``/``on_cancel`` print the command's notice. Run it in the run's task group,
-    around everything including cleanup, and cancel it last."""
+    """Receive SIGINT/SIGTERM until cancelled and apply the policy to ``interruption``."""
     counter = SignalCounter(window_s=window_s)
     with anyio.open_signal_receiver(*STOP_SIGNALS) as received:
+        task_status.started()
         async for signum in received:
             step = counter.receive(int(signum), anyio.current_time())
             interruption.request(step, int(signum))
@@ -116,3 +119,22 @@ async def watch_signals(
                 on_drain(int(signum))
             elif step is Step.CANCEL:
                 on_cancel(int(signum))
+
+
+@asynccontextmanager
+async def signals_watched(
+    interruption: Interruption,
+    *,
+    on_drain: Callable[[int], None] = _silent,
+    on_cancel: Callable[[int], None] = _silent,
+    window_s: float = DUPLICATE_WINDOW_S,
+) -> AsyncIterator[None]:
+    """Apply the policy to ``interruption`` while the block runs, from its first line on;
+    ``on_drain``/``on_cancel`` print the command's notice. Put the whole run in the block,
+    cleanup included."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(_receive, interruption, on_drain, on_cancel, window_s))
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
