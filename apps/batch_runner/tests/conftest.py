@@ -11,11 +11,8 @@ from hermes_batch_runner.components import Components
 from hermes_batch_runner.config import RunConfig
 from hermes_protocols import (
     AgentResult,
-    FailureKind,
     Item,
     Message,
-    RolloutFailure,
-    Score,
     ScoredRollout,
     StopReason,
     TokenTrace,
@@ -24,6 +21,7 @@ from hermes_protocols import (
     ToolErrorKind,
     TurnStats,
 )
+from hermes_protocols.examples import failed_rollout, scored_rollout
 
 MakeRollout = Callable[..., ScoredRollout]
 
@@ -68,23 +66,11 @@ def build_rollout(
         ],
     )
     if reward is None:
-        return ScoredRollout(
-            id=f"{env}/{item_id}/{group_index}",
-            env=env,
-            item=item,
-            group_index=group_index,
-            result=None,
-            score=None,
-            failure=RolloutFailure(FailureKind.INFRASTRUCTURE, "acquire", "no slot", 3),
+        return failed_rollout(
+            item, group_index, env=env, phase="acquire", message="no slot", attempts=3
         )
-    return ScoredRollout(
-        id=f"{env}/{item_id}/{group_index}",
-        env=env,
-        item=item,
-        group_index=group_index,
-        result=result,
-        score=Score(reward=reward, metrics={"files": 3.0}),
-        timings={"agent_s": 0.3},
+    return scored_rollout(
+        item, group_index, result, reward, env=env, metrics={"files": 3.0}, timings={"agent_s": 0.3}
     )
 
 

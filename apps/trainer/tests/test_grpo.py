@@ -8,14 +8,12 @@ from typing import Any
 import pytest
 from hermes_protocols import (
     AgentResult,
-    FailureKind,
     Item,
-    RolloutFailure,
-    Score,
     ScoredRollout,
     StopReason,
     TokenTrace,
 )
+from hermes_protocols.examples import failed_rollout, scored_rollout
 from hermes_trainer.grpo import build_batch, group_advantages
 from hermes_trainer.samples import (
     FidelityError,
@@ -35,24 +33,8 @@ def _rollout(
 ) -> ScoredRollout:
     result = AgentResult(messages=(), stop_reason=StopReason.FINAL_ANSWER, turns=1, trace=trace)
     if reward is None:
-        failure = RolloutFailure(kind=FailureKind.INFRASTRUCTURE, phase="setup", message="boom")
-        return ScoredRollout(
-            id=f"r{index}",
-            env="e",
-            item=Item(id="i"),
-            group_index=index,
-            result=None,
-            score=None,
-            failure=failure,
-        )
-    return ScoredRollout(
-        id=f"r{index}",
-        env="e",
-        item=Item(id="i"),
-        group_index=index,
-        result=result,
-        score=Score(reward=reward),
-    )
+        return failed_rollout(Item(id="i"), index, env="e")
+    return scored_rollout(Item(id="i"), index, result, reward, env="e")
 
 
 def _samples(*rewards: float | None) -> list[Sample]:

@@ -12,14 +12,12 @@ from typing import Any
 
 from hermes_protocols import (
     AgentResult,
-    FailureKind,
     Item,
     Message,
-    RolloutFailure,
-    Score,
     ScoredRollout,
     StopReason,
 )
+from hermes_protocols.examples import failed_rollout, scored_rollout
 from hermes_protocols.formats import TrainingTag
 from hermes_protocols.tokens import TokenTrace
 from hermes_report.cli import main as report_main
@@ -34,10 +32,7 @@ TEMPERATURE = 0.6
 def _rollout(item: str, index: int, reward: float | None) -> ScoredRollout:
     """Group member ``index`` of ``item``: scored ``reward``, or failed when ``None``."""
     if reward is None:
-        failure = RolloutFailure(kind=FailureKind.INFRASTRUCTURE, phase="setup", message="boom")
-        return ScoredRollout(
-            f"e/{item}/{index}", "e", Item(id=item), index, None, None, failure=failure
-        )
+        return failed_rollout(Item(id=item), index, env="e")
     trace = (
         TokenTrace(logprob_mode="sampled")
         .append_context([1, 2, 3])
@@ -51,9 +46,7 @@ def _rollout(item: str, index: int, reward: float | None) -> ScoredRollout:
         trace=trace,
         metadata={"sampling": {"temperature": TEMPERATURE, "missing_logprobs": []}},
     )
-    return ScoredRollout(
-        f"e/{item}/{index}", "e", Item(id=item), index, result, Score(reward=reward)
-    )
+    return scored_rollout(Item(id=item), index, result, reward, env="e")
 
 
 #: two steps on the same items (ids must still be unique), a failed rollout in step 1
