@@ -13,16 +13,8 @@ import attrs
 from hermes_protocols import JSONObject
 from hermes_protocols.formats import RunDirectory
 from hermes_report import TokenizerFileError, TokenTexts, run_dir_records, write_report
-from hermes_rollouts import Interruption, file_sha256, signals_watched
+from hermes_rollouts import Interruption, file_sha256, progress_bar, signals_watched
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from hermes_batch_runner.components import SavesTokenizer, Wiring
 from hermes_batch_runner.config import RunConfig, config_to_json
@@ -295,16 +287,7 @@ async def _execute_with_progress(
 ) -> Outcome:
     filters = WriteFilters(config.require_reasoning, config.min_reward)
     counts = {"kept": 0, "failed": 0, "filtered": 0}
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]rollouts"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not config.progress,
-    )
+    progress = progress_bar("rollouts", console=console, enabled=config.progress)
     task = progress.add_task("rollouts", total=len(plan), detail="")
 
     def finished(status: Status, record: JSONObject) -> None:

@@ -20,12 +20,12 @@ from hermes_rollouts import (
     ListEnvironments,
     interrupted_exit_code,
     json_object_option,
+    progress_bar,
     root_error,
     signals_watched,
 )
 from hermes_rollouts import option_defaults as defaults
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hermes_trainer.compile_cache import default_compile_cache, use_compile_cache
 from hermes_trainer.config import (
@@ -386,15 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             note = f"--jax-cache {cache}: {exc.strerror or exc}; compiling without a cache"
             console.print(f"[yellow]note:[/] {note}", highlight=False)
-    progress = Progress(
-        TextColumn("[bold]steps"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not args.progress,
-    )
+    progress = progress_bar("steps", console=console, enabled=args.progress)
     task = progress.add_task("train", total=config.steps, detail="sampling step 1")
 
     def on_step(metrics: StepMetrics) -> None:

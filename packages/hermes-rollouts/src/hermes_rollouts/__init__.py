@@ -22,7 +22,12 @@ from hermes_rollouts.atropos_api import pull_batch, register_trainer
 from hermes_rollouts.boundary import root_error
 from hermes_rollouts.chat_messages import message_dict, tools_chat_template
 from hermes_rollouts.check_report import CheckResult, EnvironmentCheckReport, Status
-from hermes_rollouts.command_line import CommandParser, ListEnvironments, json_object_option
+from hermes_rollouts.command_line import (
+    CommandParser,
+    ListEnvironments,
+    json_object_option,
+    progress_bar,
+)
 from hermes_rollouts.credentials import Credentials
 from hermes_rollouts.dataset import DatasetEnvironment, LoadedDataset, load_dataset
 from hermes_rollouts.driven import (
@@ -226,6 +231,7 @@ __all__ = [
     "open_session",
     "parser_names",
     "prefill_messages",
+    "progress_bar",
     "pull_batch",
     "read_gguf_file",
     "reference_slug",

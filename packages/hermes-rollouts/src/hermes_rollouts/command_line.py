@@ -1,5 +1,5 @@
 """What the command lines share: an argparse parser whose errors are one line, the
-JSON-object option type, and ``--list-envs``."""
+JSON-object option type, ``--list-envs``, and the progress display of long commands."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from hermes_protocols import json_error
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from hermes_rollouts.plugins import environments_text
 
@@ -41,3 +50,18 @@ class ListEnvironments(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
         print(environments_text())
         parser.exit()
+
+
+def progress_bar(unit: str, *, console: Console, enabled: bool) -> Progress:
+    """A long command's progress: a spinner, how many ``unit`` of the total are done (bar and
+    count), the task's ``detail`` field and the time elapsed; hidden unless ``enabled``."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn(f"[bold]{unit}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not enabled,
+    )
