@@ -1,19 +1,25 @@
 """apps/batch_runner's model work, replayed: the same rollouts' turns on the shipped Q4_1
-SmolLM2 and on the default (its Q8_0 conversion), so both files evaluate exactly the same ids.
+SmolLM2 and on the default (its Q8_0 conversion), on stock llama.cpp and on the workspace's
+patched build, so every configuration evaluates exactly the same ids.
 
 The two files sample different tokens, so the issue-27 command generates different amounts of
 text on each and its tokens/s (``bench_batch_runner_weights``) compares two workloads. Here one
 run of the command on the Q4_1 file records its rollouts; each rollout's turns (the ids before
-each generated span, and the span) are then replayed on one backend per file, interleaved:
-8 rollouts at once on 8 KV sequences as in the run, each turn submitted when the one before it
-returned, its generated ids forced one by one (each still evaluated and its logprob computed).
-Model time only, no sandbox or verifier: rate = forced ids / wall time of the replay.
+each generated span, and the span) are then replayed, one process per configuration,
+interleaved: stock llama-cpp-python (``benchmarks.stock_llama``) on Q4_1 (the path before issue
+27) and on Q8_0 (what the conversion bought), then the workspace's build on Q8_0 (what the
+attention patch bought). 8 rollouts at once on 8 KV sequences as in the run, each turn
+submitted when the one before it returned, its generated ids forced one by one (each still
+evaluated and its logprob computed). Model time only, no sandbox or verifier: rate = forced ids
+/ wall time of the replay.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,12 +39,15 @@ from hermes_protocols.formats.trajectory_record import trajectory_sequence
 from benchmarks.batch_runs import tokens_and_time
 from benchmarks.bench_batch_runner_weights import ISSUE_COMMAND, OPTIONS
 from benchmarks.report import write_section
+from benchmarks.stock_llama import stock_env
 
 #: interleaved rounds unless the command line gives another count
 DEFAULT_ROUNDS = 3
 COMMAND = "uv run --frozen --no-sync python -m benchmarks batch_runner_replay"
 #: one turn: the ids before a generated span, and the span
 Turn = tuple[list[int], list[int]]
+#: a replay's child process may take this long
+REPLAY_TIMEOUT_S = 900
 
 
 class ForcedSampler(TokenSampler):
@@ -89,50 +98,101 @@ async def _replay(model: Path, rollouts: list[list[Turn]]) -> tuple[float, int]:
         return time.perf_counter() - began, backend.scheduler.steps
 
 
+def _replay_in_child(model: Path, rollouts_file: Path, stock: bool) -> tuple[float, int]:
+    """``_replay`` in a fresh process, on stock llama-cpp-python or the workspace's build."""
+    paths = (str(model), str(rollouts_file))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_batch_runner_replay", "--replay", *paths],
+        env=stock_env() if stock else None,
+        capture_output=True,
+        text=True,
+        timeout=REPLAY_TIMEOUT_S,
+        check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    patched = "+hermes." in result["llama_cpp"]
+    if patched == stock:
+        raise RuntimeError(f"the replay ran llama-cpp-python {result['llama_cpp']}")
+    return result["seconds"], result["steps"]
+
+
 async def _bench(rounds: int) -> str:
     load = os.getloadavg()[0]
     default = await anyio.to_thread.run_sync(default_model_path)  # converted before timing
     shipped = shipped_model_path()
+    configurations = [(shipped, True), (default, True), (default, False)]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "q4_1"
         await tokens_and_time(root, {**OPTIONS, "model": str(shipped)})
         records = await anyio.to_thread.run_sync(read_records, RunDirectory(root).trajectories)
-    sequences = [trajectory_sequence(r, "the benchmark run") for r in records]
-    rollouts = [turns(s.ids, s.mask) for s in sequences if s is not None]
+        sequences = [trajectory_sequence(r, "the benchmark run") for r in records]
+        rollouts = [turns(s.ids, s.mask) for s in sequences if s is not None]
+        rollouts_file = Path(tmp) / "rollouts.json"
+        rollouts_file.write_text(json.dumps(rollouts))
+        rows: list[list[tuple[float, int]]] = []
+        for _ in range(rounds):
+            rows.append(
+                [
+                    await anyio.to_thread.run_sync(_replay_in_child, model, rollouts_file, stock)
+                    for model, stock in configurations
+                ]
+            )
     forced = sum(len(g) for own in rollouts for _, g in own)
-    rows: list[tuple[float, int, float, int]] = []
-    for _ in range(rounds):
-        rows.append((*await _replay(shipped, rollouts), *await _replay(default, rollouts)))
     table = "\n".join(
-        f"| {i + 1} | {s4:.2f} | {n4} | {forced / s4:.1f} | {s8:.2f} | {n8} | {forced / s8:.1f} "
-        f"| {s4 / s8:.2f} |"
-        for i, (s4, n4, s8, n8) in enumerate(rows)
+        f"| {i + 1} | "
+        + " | ".join(f"{s:.2f} | {n} | {forced / s:.1f}" for s, n in row)
+        + f" | {row[0][0] / row[1][0]:.2f} | {row[1][0] / row[2][0]:.2f} "
+        f"| **{row[0][0] / row[2][0]:.2f}** |"
+        for i, row in enumerate(rows)
     )
-    ratio = statistics.median(s4 / s8 for s4, _, s8, _ in rows)
+
+    def median_ratio(a: int, b: int) -> float:
+        return statistics.median(row[a][0] / row[b][0] for row in rows)
+
+    rates = [statistics.median(forced / row[c][0] for row in rows) for c in range(3)]
     n_turns = sum(len(own) for own in rollouts)
     return (
         f"The rollouts of one run of the issue's command, `{ISSUE_COMMAND}`, on the shipped Q4_1 "
         f"GGUF ({len(rollouts)} rollouts, {n_turns} turns, {forced} generated ids), replayed "
-        f"on each file: {len(rollouts)} rollouts at once on as many KV sequences, each turn "
-        "after the one before it, its generated ids forced (each evaluated, its logprob "
-        "computed). Both files evaluate exactly the same ids; the threads are tuned as by "
-        f"default. Model time only; ids/s is generated ids per second. {rounds} interleaved "
-        "rounds, each on a freshly loaded model. "
+        f"in three configurations: stock llama-cpp-python on Q4_1 (the path before issue 27), "
+        f"stock on {default.name} (the conversion), and the workspace's patched build on "
+        f"{default.name} (the conversion and the attention loop). {len(rollouts)} rollouts at "
+        "once on as many KV sequences, each turn after the one before it, its generated ids "
+        "forced (each evaluated, its logprob computed); every configuration evaluates exactly "
+        "the same ids, with the threads tuned as by default. Model time only; ids/s is "
+        f"generated ids per second. {rounds} interleaved rounds, one process per replay. "
         f"Load average (1 min) at the start: {load:.2f}.\n\n"
-        f"| round | Q4_1: s | steps | ids/s | {default.name}: s | steps | ids/s | speed-up |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| round | stock Q4_1: s | steps | ids/s | stock Q8_0: s | steps | ids/s "
+        "| patched Q8_0: s | steps | ids/s | conversion | attention loop | both |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         f"{table}\n\n"
-        f"**Median speed-up of the default over Q4_1 on the same work: {ratio:.2f}x.** "
-        "Goal (issue 27): 2x.\n"
+        f"Medians: {rates[0]:.1f}, {rates[1]:.1f} and {rates[2]:.1f} ids/s. The conversion "
+        f"bought {median_ratio(0, 1):.2f}x and the attention loop {median_ratio(1, 2):.2f}x; "
+        f"**the default (patched Q8_0) against the Q4_1 path before issue 27: "
+        f"{median_ratio(0, 2):.2f}x** (median of the per-round ratios). Goal (issue 27): 2x.\n"
     )
+
+
+def _child(model: str, rollouts_file: str) -> None:
+    """``--replay MODEL ROLLOUTS.json``: one replay, its result as a JSON line on stdout."""
+    import llama_cpp
+
+    rollouts = [
+        [(list(p), list(g)) for p, g in own] for own in json.loads(Path(rollouts_file).read_text())
+    ]
+    seconds, steps = anyio.run(_replay, Path(model), rollouts)
+    print(json.dumps({"seconds": seconds, "steps": steps, "llama_cpp": llama_cpp.__version__}))
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.bench_batch_runner_replay [ROUNDS]``."""
+    if argv and argv[0] == "--replay":
+        _child(*argv[1:])
+        return
     body = anyio.run(_bench, int(argv[0]) if argv else DEFAULT_ROUNDS)
     write_section(
         "batch_runner_replay",
-        "apps/batch_runner: the same rollouts replayed on Q4_1 and on the default Q8_0",
+        "apps/batch_runner: the same rollouts replayed on stock Q4_1, stock Q8_0 and patched Q8_0",
         COMMAND,
         body,
     )

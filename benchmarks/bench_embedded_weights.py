@@ -1,23 +1,29 @@
-"""The embedded runtime on the shipped Q4_1 SmolLM2 against its Q8_0 and F16 conversions.
+"""The embedded runtime on the shipped Q4_1 SmolLM2 against its Q8_0 and F16 conversions, on
+the workspace's patched llama.cpp and, as the baseline, on stock llama-cpp-python.
 
 Same runtime settings as the backend (``LlamaRuntime``: one KV stream per sequence, q8_0 K/V
-cache, flash attention, 32-id micro-batches), same ids, same thread count, one process. Three
-measurements per file, in interleaved rounds (Q4_1, Q8_0, F16, then again):
+cache, flash attention, 32-id micro-batches), same ids, same thread count. Three measurements
+per file, in interleaved rounds (stock Q4_1 and Q8_0 in a child process on
+``benchmarks.stock_llama``'s build, then Q4_1, Q8_0 and F16 here, then again):
 
 * decode N = 1: one sequence, one id per ``llama_decode`` (greedy ids fed back);
 * decode N = 8: 8 sequences, one id of each per ``llama_decode``;
 * prompt: a 512-id prompt evaluated from an empty sequence (its last row of logits only).
 
-Medians over the rounds and the median of the per-round ratios to Q4_1.
+Medians over the rounds and the median of the per-round ratios to stock Q4_1.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -25,6 +31,7 @@ from hermes_loop.embedded import LlamaRuntime, converted_model, shipped_model_pa
 from hermes_loop.embedded.model_convert import default_model_cache_dir
 
 from benchmarks.report import write_section
+from benchmarks.stock_llama import stock_env
 
 #: interleaved rounds unless the command line gives another count
 DEFAULT_ROUNDS = 5
@@ -39,6 +46,10 @@ LOGPROB_PROMPT = (
 )
 LOGPROB_TOKENS = 256
 COMMAND = "uv run --frozen --no-sync python -m benchmarks embedded_weights"
+#: the files measured on stock llama-cpp-python too
+STOCK_FILES = ("Q4_1", "Q8_0")
+#: a stock child process may take this long
+CHILD_TIMEOUT_S = 900
 
 
 def _files() -> dict[str, Path]:
@@ -78,11 +89,10 @@ def prompt_rate(runtime: LlamaRuntime, seed: int) -> float:
     return PROMPT_IDS / (time.perf_counter() - started)
 
 
-def logprob_change(files: dict[str, Path]) -> dict[str, tuple[float, float]]:
-    """Mean and max |Δ raw logprob| against Q4_1 of every token of a text the Q4_1 model
-    sampled (temperature 1, seed 0), teacher-forced on each file."""
-    source = LlamaRuntime(files["Q4_1"], n_ctx=1024, n_threads=THREADS)
-    try:
+def sampled_text(source_file: Path) -> list[int]:
+    """A chat prompt and the ``LOGPROB_TOKENS`` ids the model sampled after it (temperature 1,
+    seed 0)."""
+    with LlamaRuntime(source_file, n_ctx=1024, n_threads=THREADS) as source:
         ids = source.tokenize(LOGPROB_PROMPT)
         rng = np.random.default_rng(0)
         logits = source.feed(ids)
@@ -91,88 +101,169 @@ def logprob_change(files: dict[str, Path]) -> dict[str, tuple[float, float]]:
             token = int(rng.choice(len(scaled), p=scaled / scaled.sum()))
             ids.append(token)
             logits = source.feed_one(token)
-    finally:
-        source.close()
+    return ids
+
+
+def teacher_forced(files: dict[str, Path], ids: list[int]) -> dict[str, list[float]]:
+    """Each file's raw logprob of every id of ``ids`` after the first."""
     scored = {}
     for name, path in files.items():
         with LlamaRuntime(path, n_ctx=1024, n_threads=THREADS) as runtime:
             rows = runtime.feed(ids, rows_from=0)[:-1].astype(np.float64)
         rows -= rows.max(axis=1, keepdims=True)
         logprobs = rows - np.log(np.exp(rows).sum(axis=1, keepdims=True))
-        scored[name] = logprobs[np.arange(len(ids) - 1), ids[1:]]
-    return {
-        name: (float(np.abs(v - scored["Q4_1"]).mean()), float(np.abs(v - scored["Q4_1"]).max()))
-        for name, v in scored.items()
-        if name != "Q4_1"
-    }
+        scored[name] = [float(v) for v in logprobs[np.arange(len(ids) - 1), ids[1:]]]
+    return scored
 
 
-def measure(rounds: int) -> tuple[dict[str, int], dict[str, dict[str, list[float]]]]:
-    files = _files()
-    sizes = {name: path.stat().st_size for name, path in files.items()}
+def open_runtimes(files: dict[str, Path]) -> dict[str, LlamaRuntime]:
+    """One warmed-up runtime per file."""
     runtimes = {
         name: LlamaRuntime(path, n_ctx=1024, n_seq=SEQS, n_threads=THREADS)
         for name, path in files.items()
     }
-    rates: dict[str, dict[str, list[float]]] = {
-        name: {"decode 1": [], f"decode {SEQS}": [], "prompt": []} for name in files
+    for runtime in runtimes.values():
+        decode_rate(runtime, 1, 0)
+        prompt_rate(runtime, 0)
+    return runtimes
+
+
+def measure_round(runtimes: dict[str, LlamaRuntime], rnd: int) -> dict[str, dict[str, float]]:
+    """Decode N=1, decode N=SEQS and prompt ids/s of each runtime, seeded by the round."""
+    return {
+        name: {
+            "decode 1": decode_rate(runtime, 1, rnd),
+            f"decode {SEQS}": decode_rate(runtime, SEQS, rnd),
+            "prompt": prompt_rate(runtime, rnd),
+        }
+        for name, runtime in runtimes.items()
     }
+
+
+def _stock(*args: str) -> Any:
+    """This module's child mode ``args`` on stock llama-cpp-python; its JSON answer."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_embedded_weights", *args],
+        env=stock_env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+        check=True,
+    )
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if "+hermes." in answer["llama_cpp"]:
+        raise RuntimeError(f"the stock child ran llama-cpp-python {answer['llama_cpp']}")
+    return answer["result"]
+
+
+def measure(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Interleaved rounds: stock Q4_1 and Q8_0 in a child process, then the workspace's build
+    on every file."""
+    files = _files()
+    stock_names = {f"stock {name}": name for name in STOCK_FILES}
+    rates: dict[str, dict[str, list[float]]] = {}
+    runtimes = open_runtimes(files)
     try:
-        for runtime in runtimes.values():  # warm-up
-            decode_rate(runtime, 1, 0)
-            prompt_rate(runtime, 0)
         for rnd in range(rounds):
-            for name, runtime in runtimes.items():
-                rates[name]["decode 1"].append(decode_rate(runtime, 1, rnd))
-                rates[name][f"decode {SEQS}"].append(decode_rate(runtime, SEQS, rnd))
-                rates[name]["prompt"].append(prompt_rate(runtime, rnd))
+            stock = _stock("--rates", str(rnd))
+            measured = {label: stock[name] for label, name in stock_names.items()}
+            measured.update(measure_round(runtimes, rnd))
+            for label, kinds in measured.items():
+                for kind, value in kinds.items():
+                    rates.setdefault(label, {}).setdefault(kind, []).append(value)
     finally:
         for runtime in runtimes.values():
             runtime.close()
-    return sizes, rates
+    return rates
+
+
+def _child(mode: str, arg: str) -> None:
+    """``--rates ROUND`` or ``--logprobs IDS.json`` on ``STOCK_FILES``; JSON on stdout."""
+    import llama_cpp
+
+    files = {name: path for name, path in _files().items() if name in STOCK_FILES}
+    result: Any
+    if mode == "--rates":
+        runtimes = open_runtimes(files)
+        try:
+            result = measure_round(runtimes, int(arg))
+        finally:
+            for runtime in runtimes.values():
+                runtime.close()
+    else:
+        result = teacher_forced(files, json.loads(Path(arg).read_text()))
+    print(json.dumps({"llama_cpp": llama_cpp.__version__, "result": result}))
+
+
+def logprob_change(ids_file: Path) -> dict[str, tuple[float, float]]:
+    """Mean and max |Δ raw logprob| of every token of a text the Q4_1 model sampled, teacher-
+    forced: each file on the workspace's build against Q4_1 there, and each stock file against
+    the same file on the workspace's build."""
+    files = _files()
+    ids = sampled_text(files["Q4_1"])
+    ids_file.write_text(json.dumps(ids))
+    ours = {name: np.array(v) for name, v in teacher_forced(files, ids).items()}
+    stock = {name: np.array(v) for name, v in _stock("--logprobs", str(ids_file)).items()}
+    pairs = {f"{name} vs Q4_1": (ours[name], ours["Q4_1"]) for name in files if name != "Q4_1"}
+    pairs.update({f"{name} vs stock {name}": (ours[name], stock[name]) for name in stock})
+    return {
+        label: (float(np.abs(a - b).mean()), float(np.abs(a - b).max()))
+        for label, (a, b) in pairs.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m benchmarks.bench_embedded_weights [ROUNDS]``."""
+    if argv and argv[0] in ("--rates", "--logprobs"):
+        _child(*argv)
+        return
     rounds = int(argv[0]) if argv else DEFAULT_ROUNDS
     load = os.getloadavg()[0]
-    sizes, rates = measure(rounds)
-    change = logprob_change(_files())
-    base = rates["Q4_1"]
+    sizes = {name: path.stat().st_size for name, path in _files().items()}
+    rates = measure(rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        change = logprob_change(Path(tmp) / "ids.json")
+    base = rates["stock Q4_1"]
     rows = []
-    for name, measured in rates.items():
+    for label, measured in rates.items():
         cells = []
         for kind, values in measured.items():
             ratio = statistics.median(v / b for v, b in zip(values, base[kind], strict=True))
             cells.append(f"{statistics.median(values):.0f} ({ratio:.2f}x)")
-        rows.append(f"| {name} | {sizes[name] / 2**20:.0f} | " + " | ".join(cells) + " |")
+        size = sizes[label.removeprefix("stock ")] / 2**20
+        rows.append(f"| {label} | {size:.0f} | " + " | ".join(cells) + " |")
     table = "\n".join(rows)
     change_rows = "\n".join(
-        f"| {name} | {mean:.4f} | {high:.3f} |" for name, (mean, high) in change.items()
+        f"| {label} | {mean:.4f} | {high:.3f} |" for label, (mean, high) in change.items()
     )
     body = f"""
 The runtime the backend uses (`LlamaRuntime`: one KV stream per sequence, q8_0 K/V cache, flash
 attention, 32-id micro-batches), {THREADS} thread, on the shipped SmolLM2-135M-Instruct Q4_1
 GGUF and its two conversions (`hermes_loop.embedded.converted_model`; only the Q4_1 matrices
-change, the Q8_0 embedding and the F32 norms are copied). Decode: {STEPS} greedy steps of 1 or
-{SEQS} sequences (ids/s over all sequences); prompt: {PROMPT_IDS} ids from an empty sequence.
-{rounds} interleaved rounds; median ids/s and (median of the per-round ratios to Q4_1). Load
-average (1 min) at the start: {load:.2f}.
+change, the Q8_0 embedding and the F32 norms are copied), with the workspace's llama.cpp
+(third_party/llama-cpp-python: its q8_0 flash-attention loop) and, as the baseline, with stock
+llama-cpp-python in a child process (`benchmarks.stock_llama`; "stock" rows). Decode: {STEPS}
+greedy steps of 1 or {SEQS} sequences (ids/s over all sequences); prompt: {PROMPT_IDS} ids from
+an empty sequence. {rounds} interleaved rounds; median ids/s and (median of the per-round ratios
+to stock Q4_1, the path before issue 27). Load average (1 min) at the start: {load:.2f}.
 
 | weights | file (MiB) | decode N=1 | decode N={SEQS} | prompt |
 |---|---:|---:|---:|---:|
 {table}
 
 Teacher-forced raw logprobs of the {LOGPROB_TOKENS} tokens the Q4_1 model sampled after a chat
-prompt (temperature 1, seed 0), against Q4_1's own:
+prompt (temperature 1, seed 0): each file against Q4_1 on the workspace's build (what the
+weights change), and each file on the workspace's build against the same file on stock
+llama.cpp (what the attention loop's float order changes):
 
-| weights | mean abs change (nats) | max abs change |
+| comparison | mean abs change (nats) | max abs change |
 |---|---:|---:|
 {change_rows}
 """
     write_section(
         "embedded_weights",
-        "hermes-loop: the embedded runtime on Q4_1 vs its Q8_0 and F16 conversions",
+        "hermes-loop: the embedded runtime on Q4_1 vs its Q8_0 and F16 conversions, stock and "
+        "patched llama.cpp",
         COMMAND,
         body,
     )

@@ -246,7 +246,7 @@ async def test_an_end_id_other_than_eos_never_reaches_the_content(
         hf_tokenizer.chat_template,
         parser,
         end_token_ids={hf_tokenizer.eos_token_id, other_end},
-        engine=embedded_engine(16),
+        engine=embedded_engine(16, "0.3.36+hermes.1"),
     )
     result = await AgentLoop(model).run(
         [Message.user("hi")], tools=[], executor=kit.RecordingExecutor()

@@ -3,10 +3,10 @@
 A teacher-forced recompute gives the recorded logprob only on an engine whose arithmetic
 matches the sampler's (see docs/loop.md, "Batch invariance"). Every record says which engine
 sampled it and what reproduces it: the embedded model's own settings (a ``q8_0`` K/V cache,
-flash attention, 32-token micro-batches, one KV stream per sequence), which
-llama-server approaches with :data:`EXACT_LLAMA_SERVER_FLAGS` (to about 1e-4 nats; its
-defaults do not: 0.06 nats measured at agent prompt lengths, up to 1.2 reported); for a server,
-the flags or mode it must run with, since no server reports them.
+flash attention, 32-token micro-batches, one KV stream per sequence) and llama.cpp build, which
+a llama-server built from the same llama.cpp approaches with :data:`EXACT_LLAMA_SERVER_FLAGS`
+(to about 1e-4 nats; its defaults do not: 0.06 nats measured at agent prompt lengths, up to 1.2
+reported); for a server, the flags or mode it must run with, since no server reports them.
 """
 
 from __future__ import annotations
@@ -36,16 +36,21 @@ _SERVERS = {
 }
 
 
-def embedded_engine(n_ubatch: int) -> JSONObject:
-    """The embedded llama.cpp sampler's numerics and what reproduces them."""
+def embedded_engine(n_ubatch: int, llama_cpp_version: str) -> JSONObject:
+    """The embedded llama.cpp sampler's numerics and what reproduces them. The llama.cpp build
+    is part of them: the workspace's (``+hermes.N``, third_party/llama-cpp-python) runs its own
+    attention loop, which a stock llama-server does not reproduce to 1e-3 (docs/embedded.md)."""
     return {
         "name": "embedded",
+        "llama_cpp_python": llama_cpp_version,
         "kv_cache_type": "q8_0",
         "flash_attention": True,
         "n_ubatch": n_ubatch,
         "kv_unified": False,
-        "reproduced_by": "the embedded model itself (EmbeddedTokenBackend.score), or "
-        "llama-server " + " ".join(llama_server_flags(n_ubatch)) + " (to about 1e-4 nats)",
+        "reproduced_by": f"the embedded model itself on llama-cpp-python {llama_cpp_version} "
+        "(EmbeddedTokenBackend.score), or llama-server built from the same llama.cpp "
+        "(.ci/llama-server.sh) with " + " ".join(llama_server_flags(n_ubatch)) + " (to about "
+        "1e-4 nats)",
     }
 
 

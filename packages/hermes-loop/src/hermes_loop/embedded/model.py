@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import llama_cpp
 from hermes_protocols import ToolCallParser
 
 from hermes_loop.chat_template import JinjaChatTemplate
@@ -97,7 +98,7 @@ class EmbeddedModel:
             parser,
             check_drift=check_drift,
             end_token_ids=self.end_token_ids,
-            engine=embedded_engine(self.backend.runtime.n_ubatch),
+            engine=embedded_engine(self.backend.runtime.n_ubatch, llama_cpp.__version__),
         )
 
     def chat_backend(self, parser: ToolCallParser) -> EmbeddedChatBackend:
