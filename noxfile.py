@@ -90,7 +90,7 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session(name="llama_server")
 def llama_server(session: nox.Session) -> None:
-    """Build llama-server from the locked llama-cpp-python sdist (cached under
+    """Build llama-server from the patched llama.cpp of third_party/llama-cpp-python (cached under
     ~/.cache/hermes-rl; ~12-16 min on 2 cores the first time), then run the tests against it."""
     session.run("bash", ".ci/llama-server.sh", external=True)
     session.run(
