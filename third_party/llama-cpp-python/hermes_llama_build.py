@@ -101,7 +101,10 @@ def prepare(parent: Path) -> Path:
     if shutil.which("patch") is None:
         raise BuildError("`patch` is not installed (Debian: apt-get install patch)")
     with tarfile.open(_sdist()) as archive:
-        archive.extractall(parent, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(parent, filter="data")
+        else:  # Python before 3.11.4 (Debian 12's 3.11.2); the archive's sha256 is checked
+            archive.extractall(parent)
     tree = parent / f"llama_cpp_python-{UPSTREAM_VERSION}"
     for patch in PATCHES:
         _say(f"applying {patch.name}")
