@@ -8,7 +8,8 @@ per file, in interleaved rounds (stock Q4_1 and Q8_0 in a child process on
 
 * decode N = 1: one sequence, one id per ``llama_decode`` (greedy ids fed back);
 * decode N = 8: 8 sequences, one id of each per ``llama_decode``;
-* prompt: a 512-id prompt evaluated from an empty sequence (its last row of logits only).
+* prompt: a 512-id and a 960-id prompt (an agent turn's length) evaluated from an empty
+  sequence (the last row of logits only).
 
 Medians over the rounds and the median of the per-round ratios to stock Q4_1.
 """
@@ -36,7 +37,8 @@ from benchmarks.stock_llama import stock_env
 #: interleaved rounds unless the command line gives another count
 DEFAULT_ROUNDS = 5
 STEPS = 64
-PROMPT_IDS = 512
+#: prompt lengths measured: a short prompt, and an agent turn's (about 900 ids; issue 27)
+PROMPT_IDS = (512, 960)
 SEQS = 8
 #: llama.cpp threads (1: the number that does not depend on what else runs on the machine)
 THREADS = 1
@@ -80,13 +82,13 @@ def decode_rate(runtime: LlamaRuntime, n_seq: int, seed: int) -> float:
     return n_seq * STEPS / (time.perf_counter() - started)
 
 
-def prompt_rate(runtime: LlamaRuntime, seed: int) -> float:
-    """Prompt ids evaluated per second (512 ids from an empty sequence)."""
+def prompt_rate(runtime: LlamaRuntime, n: int, seed: int) -> float:
+    """Prompt ids evaluated per second (``n`` ids from an empty sequence)."""
     runtime.clear()
-    ids = _ids(runtime, PROMPT_IDS, seed)
+    ids = _ids(runtime, n, seed)
     started = time.perf_counter()
     runtime.feed(ids)
-    return PROMPT_IDS / (time.perf_counter() - started)
+    return n / (time.perf_counter() - started)
 
 
 def sampled_text(source_file: Path) -> list[int]:
@@ -124,7 +126,7 @@ def open_runtimes(files: dict[str, Path]) -> dict[str, LlamaRuntime]:
     }
     for runtime in runtimes.values():
         decode_rate(runtime, 1, 0)
-        prompt_rate(runtime, 0)
+        prompt_rate(runtime, PROMPT_IDS[0], 0)
     return runtimes
 
 
@@ -134,7 +136,7 @@ def measure_round(runtimes: dict[str, LlamaRuntime], rnd: int) -> dict[str, dict
         name: {
             "decode 1": decode_rate(runtime, 1, rnd),
             f"decode {SEQS}": decode_rate(runtime, SEQS, rnd),
-            "prompt": prompt_rate(runtime, rnd),
+            **{f"prompt {n}": prompt_rate(runtime, n, rnd) for n in PROMPT_IDS},
         }
         for name, runtime in runtimes.items()
     }
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     change_rows = "\n".join(
         f"| {label} | {mean:.4f} | {high:.3f} |" for label, (mean, high) in change.items()
     )
+    prompts = " | ".join(f"prompt {n}" for n in PROMPT_IDS)
     body = f"""
 The runtime the backend uses (`LlamaRuntime`: one KV stream per sequence, q8_0 K/V cache, flash
 attention, 32-id micro-batches), {THREADS} thread, on the shipped SmolLM2-135M-Instruct Q4_1
@@ -243,12 +246,13 @@ GGUF and its two conversions (`hermes_loop.embedded.converted_model`; only the Q
 change, the Q8_0 embedding and the F32 norms are copied), with the workspace's llama.cpp
 (third_party/llama-cpp-python: its q8_0 flash-attention loop) and, as the baseline, with stock
 llama-cpp-python in a child process (`benchmarks.stock_llama`; "stock" rows). Decode: {STEPS}
-greedy steps of 1 or {SEQS} sequences (ids/s over all sequences); prompt: {PROMPT_IDS} ids from
-an empty sequence. {rounds} interleaved rounds; median ids/s and (median of the per-round ratios
-to stock Q4_1, the path before issue 27). Load average (1 min) at the start: {load:.2f}.
+greedy steps of 1 or {SEQS} sequences (ids/s over all sequences); prompt: {PROMPT_IDS[0]} and
+{PROMPT_IDS[1]} ids (an agent turn's prompt length) from an empty sequence. {rounds} interleaved
+rounds; median ids/s and (median of the per-round ratios to stock Q4_1, the path before issue
+27). Load average (1 min) at the start: {load:.2f}.
 
-| weights | file (MiB) | decode N=1 | decode N={SEQS} | prompt |
-|---|---:|---:|---:|---:|
+| weights | file (MiB) | decode N=1 | decode N={SEQS} | {prompts} |
+|---|---:|---:|---:|---:|---:|
 {table}
 
 Teacher-forced raw logprobs of the {LOGPROB_TOKENS} tokens the Q4_1 model sampled after a chat
