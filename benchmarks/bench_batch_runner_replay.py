@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from hermes_protocols.formats.trajectory_record import trajectory_sequence
 from benchmarks.batch_runs import tokens_and_time
 from benchmarks.bench_batch_runner_weights import ISSUE_COMMAND, OPTIONS
 from benchmarks.report import write_section
-from benchmarks.stock_llama import stock_env
+from benchmarks.stock_llama import print_answer, run_child
 
 #: interleaved rounds unless the command line gives another count
 DEFAULT_ROUNDS = 3
@@ -100,20 +99,9 @@ async def _replay(model: Path, rollouts: list[list[Turn]]) -> tuple[float, int]:
 
 def _replay_in_child(model: Path, rollouts_file: Path, stock: bool) -> tuple[float, int]:
     """``_replay`` in a fresh process, on stock llama-cpp-python or the workspace's build."""
-    paths = (str(model), str(rollouts_file))
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_batch_runner_replay", "--replay", *paths],
-        env=stock_env() if stock else None,
-        capture_output=True,
-        text=True,
-        timeout=REPLAY_TIMEOUT_S,
-        check=True,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    patched = "+hermes." in result["llama_cpp"]
-    if patched == stock:
-        raise RuntimeError(f"the replay ran llama-cpp-python {result['llama_cpp']}")
-    return result["seconds"], result["steps"]
+    args = ("--replay", str(model), str(rollouts_file))
+    seconds, steps = run_child(__spec__.name, args, stock=stock, timeout_s=REPLAY_TIMEOUT_S)
+    return seconds, steps
 
 
 async def _bench(rounds: int) -> str:
@@ -174,14 +162,11 @@ async def _bench(rounds: int) -> str:
 
 
 def _child(model: str, rollouts_file: str) -> None:
-    """``--replay MODEL ROLLOUTS.json``: one replay, its result as a JSON line on stdout."""
-    import llama_cpp
-
+    """``--replay MODEL ROLLOUTS.json``: one replay; its seconds and steps on stdout."""
     rollouts = [
         [(list(p), list(g)) for p, g in own] for own in json.loads(Path(rollouts_file).read_text())
     ]
-    seconds, steps = anyio.run(_replay, Path(model), rollouts)
-    print(json.dumps({"seconds": seconds, "steps": steps, "llama_cpp": llama_cpp.__version__}))
+    print_answer(anyio.run(_replay, Path(model), rollouts))
 
 
 def main(argv: list[str] | None = None) -> None:

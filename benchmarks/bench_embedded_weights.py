@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from hermes_loop.embedded import LlamaRuntime, converted_model, shipped_model_pa
 from hermes_loop.embedded.model_convert import default_model_cache_dir
 
 from benchmarks.report import write_section
-from benchmarks.stock_llama import stock_env
+from benchmarks.stock_llama import print_answer, run_child
 
 #: interleaved rounds unless the command line gives another count
 DEFAULT_ROUNDS = 5
@@ -143,19 +142,8 @@ def measure_round(runtimes: dict[str, LlamaRuntime], rnd: int) -> dict[str, dict
 
 
 def _stock(*args: str) -> Any:
-    """This module's child mode ``args`` on stock llama-cpp-python; its JSON answer."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_embedded_weights", *args],
-        env=stock_env(),
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        check=True,
-    )
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
-    if "+hermes." in answer["llama_cpp"]:
-        raise RuntimeError(f"the stock child ran llama-cpp-python {answer['llama_cpp']}")
-    return answer["result"]
+    """This module's child mode ``args`` on stock llama-cpp-python; its answer."""
+    return run_child(__spec__.name, args, stock=True, timeout_s=CHILD_TIMEOUT_S)
 
 
 def measure(rounds: int) -> dict[str, dict[str, list[float]]]:
@@ -180,9 +168,7 @@ def measure(rounds: int) -> dict[str, dict[str, list[float]]]:
 
 
 def _child(mode: str, arg: str) -> None:
-    """``--rates ROUND`` or ``--logprobs IDS.json`` on ``STOCK_FILES``; JSON on stdout."""
-    import llama_cpp
-
+    """``--rates ROUND`` or ``--logprobs IDS.json`` on ``STOCK_FILES``; the answer on stdout."""
     files = {name: path for name, path in _files().items() if name in STOCK_FILES}
     result: Any
     if mode == "--rates":
@@ -194,7 +180,7 @@ def _child(mode: str, arg: str) -> None:
                 runtime.close()
     else:
         result = teacher_forced(files, json.loads(Path(arg).read_text()))
-    print(json.dumps({"llama_cpp": llama_cpp.__version__, "result": result}))
+    print_answer(result)
 
 
 def logprob_change(ids_file: Path) -> dict[str, tuple[float, float]]:
