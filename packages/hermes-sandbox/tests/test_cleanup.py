@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hermes_sandbox import BwrapBackend, BwrapConfig, PoolConfig, SandboxPool
+from hermes_sandbox.backends import cgroups
 from hermes_sandbox.backends._root_dir import register_root
 from hermes_sandbox.backends._workspace_fs import mounts_beneath
 from hermes_sandbox.backends.cgroups import controller_bases, subtree_for
@@ -174,3 +175,23 @@ async def test_gvisor_state_without_runsc_is_listed_as_skipped_not_a_failure(
         done.stderr.decode()
     )
     assert done.stdout.decode().splitlines()[-1].startswith("hermes-sandbox cleanup: would remove")
+
+
+def test_a_subtree_removed_during_the_scan_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another pool may release its cgroup subtree between the scan's two listings (seen with
+    three test workers starting pools at once): the scan goes on with the subtrees still there."""
+    (tmp_path / "hermes-sandbox-kept" / "host-1").mkdir(parents=True)
+    (tmp_path / "hermes-sandbox-gone").mkdir()
+    (tmp_path / "unrelated" / "host-2").mkdir(parents=True)
+    monkeypatch.setattr(cgroups, "_own_dirs", lambda: {"memory": str(tmp_path)})
+    listdir = os.listdir
+
+    def racing_listdir(path: str) -> list[str]:
+        if path.endswith("hermes-sandbox-gone"):
+            (tmp_path / "hermes-sandbox-gone").rmdir()
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", racing_listdir)
+    assert cgroups.host_cgroups() == {("hermes-sandbox-kept", "host-1")}

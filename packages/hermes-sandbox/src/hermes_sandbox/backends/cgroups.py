@@ -62,8 +62,13 @@ def host_cgroups() -> set[tuple[str, str]]:
     for own in _own_dirs().values():
         for subtree in os.listdir(own):
             base = os.path.join(own, subtree)
-            if subtree.startswith(SUBTREE_PREFIX) and os.path.isdir(base):
-                found.update((subtree, h) for h in os.listdir(base) if os.path.isdir(f"{base}/{h}"))
+            if not subtree.startswith(SUBTREE_PREFIX):
+                continue
+            try:
+                hosts = os.listdir(base)
+            except (FileNotFoundError, NotADirectoryError):  # another pool removed it just now
+                continue
+            found.update((subtree, h) for h in hosts if os.path.isdir(f"{base}/{h}"))
     return found
 
 
